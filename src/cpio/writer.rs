@@ -1,0 +1,280 @@
+//! Write: a [`Layout`] becomes archive bytes in an output file.
+//!
+//! Headers, names and small files go through one buffer; the data of large
+//! files moves with copy_file_range, which shares extents (reflink) on XFS
+//! and Btrfs when source and archive offsets are block-aligned, and copies
+//! in the kernel elsewhere. Where copy_file_range is refused (a pipe, an old
+//! kernel, another filesystem) the writer falls back to read/write.
+
+use std::fs::File;
+use std::io::{self, ErrorKind, Read, Write};
+use std::path::Path;
+
+use crate::cpio::header::{pad_to, TRAILER_NAME};
+use crate::entry::display_name;
+use crate::error::{Error, Result};
+use crate::plan::{Data, Layout, Record};
+
+/// Files up to this size are read into the buffer instead of being copied
+/// with copy_file_range: one read beats a flush and a syscall per file.
+const SMALL_FILE: u64 = 64 * 1024;
+const BUFFER: usize = 1024 * 1024;
+
+/// What the writer did, for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    pub bytes: u64,
+    /// Data bytes moved by copy_file_range.
+    pub copy_file_range_bytes: u64,
+    /// Data bytes moved through our buffer.
+    pub buffered_bytes: u64,
+}
+
+struct Sink<'o> {
+    out: &'o File,
+    out_name: &'o str,
+    buf: Vec<u8>,
+    /// Archive bytes handed to the sink so far (written or buffered).
+    pos: u64,
+    copy_file_range: bool,
+    stats: WriteStats,
+}
+
+impl<'o> Sink<'o> {
+    fn out_err(&self, err: io::Error) -> Error {
+        Error::io(self.out_name, err)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            let mut out = self.out;
+            out.write_all(&self.buf).map_err(|e| self.out_err(e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(bytes);
+        self.pos += bytes.len() as u64;
+        if self.buf.len() >= BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn zeros(&mut self, n: u64) -> Result<()> {
+        const ZEROS: [u8; 4096] = [0; 4096];
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(ZEROS.len() as u64) as usize;
+            self.put(&ZEROS[..k])?;
+            left -= k as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes of `src` from its start; returns an error if the
+    /// file turns out shorter than planned.
+    fn copy(&mut self, src: &File, path: &Path, len: u64) -> Result<()> {
+        let mut done: u64 = 0;
+        if self.copy_file_range && len > SMALL_FILE {
+            self.flush()?;
+            while done < len {
+                let want = (len - done).min(1 << 30) as usize;
+                let mut off_in = done;
+                match rustix::fs::copy_file_range(src, Some(&mut off_in), self.out, None, want) {
+                    Ok(0) => return Err(shrunk(path, len)),
+                    Ok(n) => {
+                        done += n as u64;
+                        self.stats.copy_file_range_bytes += n as u64;
+                    }
+                    Err(e) if fallback_errno(e) && done == 0 => {
+                        self.copy_file_range = false;
+                        break;
+                    }
+                    Err(e) => return Err(self.out_err(e.into())),
+                }
+            }
+            self.pos += done;
+            if done == len {
+                return Ok(());
+            }
+        }
+        // read/write through the buffer, from where copy_file_range stopped.
+        let mut reader = src;
+        if done > 0 {
+            use std::io::Seek;
+            reader
+                .seek(io::SeekFrom::Start(done))
+                .map_err(|e| Error::io(path, e))?;
+        }
+        while done < len {
+            let chunk = (len - done).min(BUFFER as u64) as usize;
+            let start = self.buf.len();
+            self.buf.resize(start + chunk, 0);
+            let n =
+                read_full(&mut reader, &mut self.buf[start..]).map_err(|e| Error::io(path, e))?;
+            self.buf.truncate(start + n);
+            if n < chunk {
+                return Err(shrunk(path, len));
+            }
+            done += n as u64;
+            self.pos += n as u64;
+            self.stats.buffered_bytes += n as u64;
+            if self.buf.len() >= BUFFER {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// copy_file_range errors that mean "not here", not "failed".
+fn fallback_errno(e: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    [
+        Errno::XDEV,
+        Errno::INVAL,
+        Errno::NOSYS,
+        Errno::OPNOTSUPP,
+        Errno::BADF,
+        Errno::PERM,
+        Errno::TXTBSY,
+        Errno::OVERFLOW,
+        Errno::IO,
+    ]
+    .contains(&e)
+}
+
+fn shrunk(path: &Path, len: u64) -> Error {
+    Error::io(
+        path,
+        io::Error::new(
+            ErrorKind::UnexpectedEof,
+            format!("file is shorter than the {len} bytes it had when the build started"),
+        ),
+    )
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn checksum(bytes: &[u8]) -> u32 {
+    bytes
+        .iter()
+        .fold(0u32, |sum, &b| sum.wrapping_add(b as u32))
+}
+
+/// Sums a file's bytes (for `070702`), reading it once.
+fn checksum_file(src: &File, path: &Path, len: u64) -> Result<u32> {
+    let mut reader = src;
+    let mut buf = vec![0u8; BUFFER.min(len as usize).max(1)];
+    let (mut sum, mut done) = (0u32, 0u64);
+    while done < len {
+        let want = (len - done).min(buf.len() as u64) as usize;
+        let n = read_full(&mut reader, &mut buf[..want]).map_err(|e| Error::io(path, e))?;
+        if n < want {
+            return Err(shrunk(path, len));
+        }
+        sum = sum.wrapping_add(checksum(&buf[..n]));
+        done += n as u64;
+    }
+    use std::io::Seek;
+    reader
+        .seek(io::SeekFrom::Start(0))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(sum)
+}
+
+/// Writes the layout to `out` (positioned at the archive's start).
+/// `out_name` names the output in error messages.
+pub fn write(layout: &Layout, out: &File, out_name: &str) -> Result<WriteStats> {
+    let mut sink = Sink {
+        out,
+        out_name,
+        buf: Vec::with_capacity(BUFFER + SMALL_FILE as usize),
+        pos: 0,
+        copy_file_range: true,
+        stats: WriteStats::default(),
+    };
+    let mut small = Vec::new();
+    for record in &layout.records {
+        debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
+        write_record(&mut sink, record, layout.crc, &mut small)?;
+    }
+    debug_assert_eq!(sink.pos, layout.trailer_offset);
+    sink.put(&layout.trailer().encode())?;
+    sink.put(TRAILER_NAME)?;
+    let end = sink.pos + 1;
+    sink.zeros(1 + pad_to(end, 4))?;
+    sink.zeros(pad_to(sink.pos, 512))?;
+    sink.flush()?;
+    debug_assert_eq!(sink.pos, layout.size);
+    sink.stats.bytes = sink.pos;
+    Ok(sink.stats)
+}
+
+fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>) -> Result<()> {
+    let mut header = record.header;
+    let size = header.filesize as u64;
+    let name_fill = record.name_field as u64 - record.name.len() as u64;
+    match &record.data {
+        Data::File(source) if size > 0 => {
+            let path = source.path.as_path();
+            let src = File::open(path).map_err(|e| Error::io(path, e))?;
+            if size <= SMALL_FILE {
+                small.resize(size as usize, 0);
+                let n = read_full(&mut &src, small).map_err(|e| Error::io(path, e))?;
+                if n < small.len() {
+                    return Err(shrunk(path, size));
+                }
+                if crc {
+                    header.check = checksum(small);
+                }
+                sink.put(&header.encode())?;
+                sink.put(record.name)?;
+                sink.zeros(name_fill)?;
+                sink.put(small)?;
+                sink.stats.buffered_bytes += size;
+            } else {
+                if crc {
+                    header.check = checksum_file(&src, path, size)?;
+                }
+                sink.put(&header.encode())?;
+                sink.put(record.name)?;
+                sink.zeros(name_fill)?;
+                sink.copy(&src, path, size)?;
+            }
+        }
+        Data::Inline(bytes) => {
+            sink.put(&header.encode())?;
+            sink.put(record.name)?;
+            sink.zeros(name_fill)?;
+            sink.put(bytes)?;
+        }
+        Data::File(_) | Data::None => {
+            sink.put(&header.encode())?;
+            sink.put(record.name)?;
+            sink.zeros(name_fill)?;
+        }
+    }
+    sink.zeros(pad_to(size, 4))?;
+    if sink.pos != record.data_offset() + size + pad_to(size, 4) {
+        return Err(Error::usage(format!(
+            "internal error: `{}` was written at the wrong place",
+            display_name(record.name)
+        )));
+    }
+    Ok(())
+}

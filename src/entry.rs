@@ -1,0 +1,198 @@
+//! The entry IR: what gen_init_cpio's list files can say, as typed values.
+//!
+//! Input: whatever produced it (a legacy list, a manifest). Output: a
+//! `Vec<Entry>` that the planner orders and lays out. Names are raw bytes
+//! without a leading `/`; nothing here assumes UTF-8.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// `S_IFMT` type bits, as the newc header stores them.
+pub const S_IFMT: u32 = 0o170000;
+pub const S_IFSOCK: u32 = 0o140000;
+pub const S_IFLNK: u32 = 0o120000;
+pub const S_IFREG: u32 = 0o100000;
+pub const S_IFBLK: u32 = 0o060000;
+pub const S_IFDIR: u32 = 0o040000;
+pub const S_IFCHR: u32 = 0o020000;
+pub const S_IFIFO: u32 = 0o010000;
+
+/// The longest name field the kernel unpacks: namesize (name + NUL + padding)
+/// must not exceed PATH_MAX.
+pub const PATH_MAX: usize = 4096;
+
+/// Where an entry (or an error) comes from: a file, a 1-based line and column,
+/// and optionally the rule that produced it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Origin {
+    pub file: Arc<str>,
+    pub line: u32,
+    pub column: u32,
+    pub rule: Option<Arc<str>>,
+}
+
+impl Origin {
+    pub fn new(file: Arc<str>, line: u32, column: u32) -> Self {
+        Origin {
+            file,
+            line,
+            column,
+            rule: None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// A per-entry alignment wish for the data of a regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AlignHint {
+    /// Whatever the build's default alignment says.
+    #[default]
+    Default,
+    /// Never pad for this entry.
+    Never,
+    /// Align to this many bytes (a power of two).
+    Bytes(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    Block,
+    Char,
+}
+
+/// The regular file's source as the resolve step saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Source {
+    pub path: PathBuf,
+    /// Size in bytes, from stat; filled in by [`crate::resolve::stat_sources`].
+    pub size: u64,
+    /// Modification time in seconds since the epoch, from stat.
+    pub mtime: i64,
+}
+
+impl Source {
+    pub fn unresolved(path: PathBuf) -> Self {
+        Source {
+            path,
+            size: 0,
+            mtime: 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A regular file. `links` are further names of the same inode; as in
+    /// gen_init_cpio the data goes on the last name written.
+    File {
+        source: Source,
+        links: Vec<Vec<u8>>,
+    },
+    Dir,
+    Symlink {
+        target: Vec<u8>,
+    },
+    Node {
+        kind: DeviceKind,
+        major: u32,
+        minor: u32,
+    },
+    Pipe,
+    Socket,
+}
+
+impl Kind {
+    /// The `S_IFMT` bits of this kind.
+    pub fn type_bits(&self) -> u32 {
+        match self {
+            Kind::File { .. } => S_IFREG,
+            Kind::Dir => S_IFDIR,
+            Kind::Symlink { .. } => S_IFLNK,
+            Kind::Node {
+                kind: DeviceKind::Block,
+                ..
+            } => S_IFBLK,
+            Kind::Node {
+                kind: DeviceKind::Char,
+                ..
+            } => S_IFCHR,
+            Kind::Pipe => S_IFIFO,
+            Kind::Socket => S_IFSOCK,
+        }
+    }
+
+    /// The keyword a legacy list uses for this kind.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Kind::File { .. } => "file",
+            Kind::Dir => "dir",
+            Kind::Symlink { .. } => "slink",
+            Kind::Node { .. } => "nod",
+            Kind::Pipe => "pipe",
+            Kind::Socket => "sock",
+        }
+    }
+}
+
+/// One gen_init_cpio-level entry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Entry {
+    /// The archive name, without a leading `/`.
+    pub name: Vec<u8>,
+    pub kind: Kind,
+    /// Permission bits as given. Legacy lists may carry extra bits; the
+    /// writer ORs the kind's type bits in, as gen_init_cpio does.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// An explicit mtime; `None` follows the build's mtime policy.
+    pub mtime: Option<u32>,
+    pub align: AlignHint,
+    pub origin: Origin,
+}
+
+impl Entry {
+    pub fn new(name: Vec<u8>, kind: Kind, mode: u32, origin: Origin) -> Self {
+        Entry {
+            name,
+            kind,
+            mode,
+            uid: 0,
+            gid: 0,
+            mtime: None,
+            align: AlignHint::Default,
+            origin,
+        }
+    }
+
+    /// The full mode field: permission bits with the kind's type bits.
+    pub fn mode_field(&self) -> u32 {
+        self.mode | self.kind.type_bits()
+    }
+
+    /// Every name this entry is written under, in archive order.
+    pub fn names(&self) -> impl Iterator<Item = &[u8]> {
+        let links: &[Vec<u8>] = match &self.kind {
+            Kind::File { links, .. } => links,
+            _ => &[],
+        };
+        std::iter::once(self.name.as_slice()).chain(links.iter().map(Vec::as_slice))
+    }
+}
+
+/// Drops one leading `/`, as gen_init_cpio does for every name.
+pub fn strip_leading_slash(name: &[u8]) -> &[u8] {
+    name.strip_prefix(b"/").unwrap_or(name)
+}
+
+/// Renders a byte name for messages: UTF-8 as is, other bytes escaped.
+pub fn display_name(name: &[u8]) -> String {
+    name.escape_ascii().to_string()
+}

@@ -1,0 +1,102 @@
+//! Errors the library returns. Each one a user can cause names where it
+//! comes from (file, line, column) and, where we know one, what to do.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::entry::Origin;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A problem in an input the user wrote (list file, manifest, argument),
+    /// at a known place.
+    #[error("{}{message}", Located(origin.as_ref()))]
+    Input {
+        origin: Option<Origin>,
+        message: String,
+        hint: Option<String>,
+    },
+    /// An I/O failure on a path, outside any user-written file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+struct Located<'a>(Option<&'a Origin>);
+
+impl fmt::Display for Located<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(o) => write!(f, "{o}: "),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Error {
+    /// An input error at `origin`.
+    pub fn at(origin: Origin, message: impl Into<String>) -> Self {
+        Error::Input {
+            origin: Some(origin),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// An input error with no file position (a bad command-line value).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Error::Input {
+            origin: None,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Adds (or replaces) the hint of an input error.
+    pub fn with_hint(mut self, text: impl Into<String>) -> Self {
+        if let Error::Input { hint, .. } = &mut self {
+            *hint = Some(text.into());
+        }
+        self
+    }
+
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Error::Input { hint, .. } => hint.as_deref(),
+            Error::Io { .. } => None,
+        }
+    }
+
+    pub fn origin(&self) -> Option<&Origin> {
+        match self {
+            Error::Input { origin, .. } => origin.as_ref(),
+            Error::Io { .. } => None,
+        }
+    }
+}
+
+/// A non-fatal finding that is printed but does not stop the build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    pub origin: Option<Origin>,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", Located(self.origin.as_ref()), self.message)
+    }
+}

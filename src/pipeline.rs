@@ -1,0 +1,78 @@
+//! The stages wired together: read, resolve, plan, write.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::cpio::writer::{self, WriteStats};
+use crate::entry::Entry;
+use crate::error::{Error, Result, Warning};
+use crate::legacy::{self, ListOptions, ParsedList};
+use crate::output::Output;
+use crate::plan::{self, Alignment, PlanOptions};
+use crate::resolve;
+
+/// Reads a list file (`-` is standard input) with the given options.
+pub fn read_list(path: &Path, opts: &ListOptions) -> Result<ParsedList> {
+    let (bytes, name) = if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        (buf, "<stdin>".to_string())
+    } else {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::usage(format!("cannot read the list `{}`: {e}", path.display()))
+                .with_hint("check the path of the list file")
+        })?;
+        (bytes, path.display().to_string())
+    };
+    legacy::parse(&bytes, &name, opts)
+}
+
+/// What a build did, for the caller to report.
+#[derive(Debug, Default)]
+pub struct BuildReport {
+    pub warnings: Vec<Warning>,
+    /// (name, alignment) of each file whose alignment was missed.
+    pub misses: Vec<(Vec<u8>, u32)>,
+    pub stats: WriteStats,
+    pub size: u64,
+}
+
+/// Stats the sources, plans in order and writes the archive atomically.
+pub fn build_entries(
+    entries: &mut [Entry],
+    compat: bool,
+    opts: &PlanOptions,
+    output: &Path,
+    sync: bool,
+) -> Result<BuildReport> {
+    resolve::stat_sources(entries, compat)?;
+    let layout = plan::layout_in_order(entries, opts);
+    let out = Output::create(output)?;
+    let stats = writer::write(&layout, out.file(), &out.name())?;
+    out.commit(sync)?;
+    let misses = layout
+        .records
+        .iter()
+        .filter_map(|r| match r.alignment {
+            Alignment::Missed(a) => Some((r.name.to_vec(), a)),
+            _ => None,
+        })
+        .collect();
+    Ok(BuildReport {
+        warnings: layout.warnings,
+        misses,
+        stats,
+        size: layout.size,
+    })
+}
+
+/// The current time as a cpio mtime (gen_init_cpio's default for entries
+/// that are not files).
+pub fn now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+        .unwrap_or(0)
+}

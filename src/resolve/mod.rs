@@ -1,0 +1,76 @@
+//! Resolve: turn what the user named into facts read from the filesystem.
+//!
+//! Input: entries whose file sources are paths. Output: the same entries
+//! with each source's size and mtime filled in, or an error naming the line
+//! that brought the source in.
+
+use std::fs::File;
+use std::io::ErrorKind;
+
+use crate::entry::{Entry, Kind};
+use crate::error::{Error, Result};
+
+/// The largest file a newc header can describe (its size field is 32 bits).
+pub const MAX_FILE_SIZE: u64 = u32::MAX as u64;
+
+/// Opens and stats every file source. `compat` accepts any non-directory
+/// that opens, as gen_init_cpio does; otherwise a source must be a regular
+/// file.
+pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
+    for e in entries.iter_mut() {
+        let Kind::File { source, .. } = &mut e.kind else {
+            continue;
+        };
+        let shown = source.path.display().to_string();
+        let opened = File::open(&source.path).and_then(|f| f.metadata());
+        let meta = match opened {
+            Ok(m) => m,
+            Err(err) => {
+                let (what, hint) = match err.kind() {
+                    ErrorKind::NotFound => {
+                        ("does not exist", "check the path, or the variables it uses")
+                    }
+                    ErrorKind::PermissionDenied => (
+                        "cannot be read (permission denied)",
+                        "run as a user that may read it, or fix its mode",
+                    ),
+                    _ => ("cannot be opened", "check the path"),
+                };
+                return Err(
+                    Error::at(e.origin.clone(), format!("source `{shown}` {what}: {err}"))
+                        .with_hint(hint),
+                );
+            }
+        };
+        if meta.is_dir() {
+            return Err(Error::at(
+                e.origin.clone(),
+                format!("source `{shown}` is a directory, not a file"),
+            )
+            .with_hint(
+                "use a `dir` line for directories (a manifest `tree` copies their content)",
+            ));
+        }
+        if !compat && !meta.is_file() {
+            return Err(Error::at(
+                e.origin.clone(),
+                format!("source `{shown}` is not a regular file"),
+            )
+            .with_hint("use `nod`, `pipe` or `sock` lines for special files"));
+        }
+        if meta.len() > MAX_FILE_SIZE {
+            return Err(Error::at(
+                e.origin.clone(),
+                format!(
+                    "source `{shown}` is {} bytes; a newc archive cannot hold files of 4 GiB or more",
+                    meta.len()
+                ),
+            )
+            .with_hint("leave it out of the initramfs, or split it"));
+        }
+        use std::os::unix::fs::MetadataExt;
+        source.size = meta.len();
+        source.mtime = meta.mtime();
+    }
+    Ok(())
+}
