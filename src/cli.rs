@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::entry::display_name;
 use crate::error::{Error, Result};
 use crate::legacy::ListOptions;
+use crate::manifest::LoadOptions;
 use crate::pipeline::{self, BuildReport};
 use crate::plan::{MtimePolicy, PlanOptions};
 
@@ -24,8 +25,18 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Build an archive from a gen_init_cpio list.
+    /// Build an archive from a manifest (TOML or YAML) or a gen_init_cpio list.
     Build(BuildArgs),
+    /// Load and resolve a manifest without writing anything.
+    Check(CheckArgs),
+    /// Print a manifest's entries as a gen_init_cpio list.
+    #[command(name = "export-list")]
+    ExportList(ExportArgs),
+    /// Print a manifest equivalent to a gen_init_cpio list.
+    #[command(name = "import-list")]
+    ImportList(ImportArgs),
+    /// Print the manifest's JSON Schema.
+    Schema,
     /// A drop-in for the kernel's usr/gen_init_cpio: same arguments, same bytes.
     #[command(name = "gen-init-cpio")]
     GenInitCpio(GenInitCpioArgs),
@@ -44,7 +55,7 @@ pub struct ArchiveArgs {
     pub crc: bool,
     /// Align file data larger than ALIGN bytes to ALIGN (a power of two, or 0
     /// for none), by gen_init_cpio's rule: pad the file's own name.
-    #[arg(short = 'a', value_name = "ALIGN")]
+    #[arg(short = 'a', long = "data-align", value_name = "ALIGN")]
     pub align: Option<String>,
     /// Read the list exactly as gen_init_cpio does, traps included.
     #[arg(long)]
@@ -54,16 +65,86 @@ pub struct ArchiveArgs {
     pub no_sync: bool,
 }
 
+/// Options for reading a manifest.
+#[derive(Args, Debug, Default)]
+pub struct ManifestArgs {
+    /// Kernel version for `${kver}` (default: the running kernel's).
+    #[arg(long, value_name = "VERSION")]
+    pub kver: Option<String>,
+    /// Set a variable for `${NAME}` (repeatable).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Source root: look up every source path inside this directory.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+impl ManifestArgs {
+    fn load_options(&self) -> Result<LoadOptions> {
+        let mut set = Vec::new();
+        for s in &self.set {
+            let Some((k, v)) = s.split_once('=') else {
+                return Err(Error::usage(format!("--set `{s}` is not NAME=VALUE"))
+                    .with_hint("e.g. --set flavour=generic"));
+            };
+            set.push((k.to_string(), v.to_string()));
+        }
+        Ok(LoadOptions {
+            kver: self.kver.clone(),
+            set,
+            root: self.root.clone(),
+        })
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The gen_init_cpio list to build (`-` for standard input).
+    /// The manifest to build (.toml, .yaml or .yml).
+    #[arg(
+        value_name = "MANIFEST",
+        required_unless_present = "list",
+        conflicts_with = "list"
+    )]
+    pub manifest: Option<PathBuf>,
+    /// Build a gen_init_cpio list instead (`-` for standard input).
     #[arg(long, value_name = "LIST")]
-    pub list: PathBuf,
+    pub list: Option<PathBuf>,
+    #[command(flatten)]
+    pub vars: ManifestArgs,
     /// Where to write the archive (`-` for standard output).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: PathBuf,
     #[command(flatten)]
     pub archive: ArchiveArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    #[command(flatten)]
+    pub vars: ManifestArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    /// Write the list here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub vars: ManifestArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The gen_init_cpio list (`-` for standard input).
+    #[arg(value_name = "LIST")]
+    pub list: PathBuf,
+    /// Write the manifest here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -172,12 +253,91 @@ fn print_report(report: &BuildReport) {
     }
 }
 
+/// Writes `bytes` to `output` atomically, or to standard output.
+fn emit(bytes: &[u8], output: Option<&std::path::Path>) -> Result<()> {
+    let target = output.unwrap_or(std::path::Path::new("-"));
+    let out = crate::output::Output::create(target)?;
+    let mut f = out.file();
+    f.write_all(bytes).map_err(|e| Error::io(out.name(), e))?;
+    out.commit(false)
+}
+
+fn prepare(
+    manifest: &std::path::Path,
+    vars: &ManifestArgs,
+    archive: Option<&ArchiveArgs>,
+    output: Option<&std::path::Path>,
+) -> Result<pipeline::ManifestBuild> {
+    let mut overrides = pipeline::Overrides::default();
+    if let Some(a) = archive {
+        overrides.mtime = a.mtime.as_deref().map(parse_mtime).transpose()?;
+        overrides.align = a.align.as_deref().map(parse_align).transpose()?;
+        overrides.crc = a.crc;
+    }
+    pipeline::prepare_manifest(manifest, &vars.load_options()?, &overrides, output)
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Build(args) => {
-            let report = build_list(&args.list, &args.output, &args.archive, true)?;
+            let report = match (&args.manifest, &args.list) {
+                (_, Some(list)) => build_list(list, &args.output, &args.archive, true)?,
+                (Some(m), None) => {
+                    let b = prepare(m, &args.vars, Some(&args.archive), Some(&args.output))?;
+                    let mut report = pipeline::write_entries(
+                        &b.lowered.entries,
+                        &b.opts,
+                        &args.output,
+                        !args.archive.no_sync,
+                    )?;
+                    let mut w = b.lowered.warnings;
+                    w.append(&mut report.warnings);
+                    report.warnings = w;
+                    report
+                }
+                (None, None) => return Err(Error::usage("name a manifest or --list LIST")),
+            };
             print_report(&report);
+        }
+        Command::Check(args) => {
+            let b = prepare(&args.manifest, &args.vars, None, None)?;
+            let entries = &b.lowered.entries;
+            let files = entries
+                .iter()
+                .filter(|e| matches!(e.kind, crate::entry::Kind::File { .. }))
+                .count();
+            let bytes: u64 = entries
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    crate::entry::Kind::File { source, .. } => Some(source.size),
+                    _ => None,
+                })
+                .sum();
+            for w in &b.lowered.warnings {
+                eprintln!("composer: warning: {w}");
+            }
+            println!(
+                "{}: ok, {} entries ({files} files, {bytes} bytes of file data)",
+                args.manifest.display(),
+                entries.len()
+            );
+        }
+        Command::ExportList(args) => {
+            let b = prepare(&args.manifest, &args.vars, None, None)?;
+            let list = crate::legacy::write_list(&b.lowered.entries)?;
+            emit(&list, args.output.as_deref())?;
+        }
+        Command::ImportList(args) => {
+            let parsed = pipeline::read_list(&args.list, &ListOptions::default())?;
+            let text = crate::manifest::import::manifest_from_entries(
+                &parsed.entries,
+                &args.list.display().to_string(),
+            );
+            emit(text.as_bytes(), args.output.as_deref())?;
+        }
+        Command::Schema => {
+            emit(crate::manifest::schema_json().as_bytes(), None)?;
         }
         Command::GenInitCpio(args) => {
             let output = args.output.unwrap_or_else(|| PathBuf::from("-"));

@@ -281,6 +281,14 @@ mod strict {
                              --compat accepts the line as gen_init_cpio does",
                         ));
                     }
+                    if link.first().is_some_and(|&b| b >= 0x80) {
+                        return Err(Error::at(
+                            origin,
+                            "gen_init_cpio drops a hardlink name that starts with a non-ASCII \
+                             byte, and every name after it",
+                        )
+                        .with_hint("start the name with `/`, or pass --compat to drop it as gen_init_cpio does"));
+                    }
                     let link = expand_strict(&origin, link, env)?;
                     links.push(check_name(&origin, &link)?.to_vec());
                 }
@@ -775,9 +783,18 @@ mod compat {
     pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<ParsedList> {
         let mut parsed = ParsedList::default();
         let mut first_error: Option<Error> = None;
-        for (idx, chunk) in chunks(bytes).enumerate() {
-            let number = idx as u32 + 1;
-            let origin = |column: usize| Origin::new(file.clone(), number, column as u32 + 1);
+        // Positions are reported in the file's own lines, not in fgets chunks:
+        // a line longer than one chunk continues in the next chunk.
+        let (mut next_line, mut next_base) = (1u32, 0usize);
+        for chunk in chunks(bytes) {
+            let (number, base) = (next_line, next_base);
+            if chunk.last() == Some(&b'\n') {
+                (next_line, next_base) = (next_line + 1, 0);
+            } else {
+                next_base += chunk.len();
+            }
+            let origin =
+                |column: usize| Origin::new(file.clone(), number, (base + column) as u32 + 1);
             // C strings end at the first NUL.
             let c = &chunk[..chunk.iter().position(|&b| b == 0).unwrap_or(chunk.len())];
             if c.first() == Some(&b'#') {
@@ -840,6 +857,81 @@ mod compat {
             None => Ok(parsed),
         }
     }
+}
+
+/// Bytes the list format cannot carry inside a field.
+fn unlistable(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0)
+}
+
+fn list_field<'f>(entry: &Entry, what: &str, field: &'f [u8]) -> Result<&'f [u8]> {
+    if let Some(i) = field.iter().position(|&b| unlistable(b)) {
+        return Err(Error::at(
+            entry.origin.clone(),
+            format!(
+                "{what} `{}` has {} at byte {i}, which a gen_init_cpio list cannot express",
+                display_name(field),
+                match field[i] {
+                    b' ' => "a space",
+                    b'\t' => "a tab",
+                    0 => "a NUL",
+                    _ => "a line break or blank",
+                }
+            ),
+        )
+        .with_hint("rename it, or build the manifest directly instead of through a list"));
+    }
+    if field.windows(2).any(|w| w == b"${") {
+        return Err(Error::at(
+            entry.origin.clone(),
+            format!(
+                "{what} `{}` contains `${{`, which a list would expand",
+                display_name(field)
+            ),
+        ));
+    }
+    Ok(field)
+}
+
+/// Writes entries as a gen_init_cpio list that reads back to the same
+/// entries (`composer build --list` and the kernel tool alike). Names and
+/// sources a list cannot express are an error naming the entry's origin.
+pub fn write_list(entries: &[Entry]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for e in entries {
+        let name = list_field(e, "name", &e.name)?;
+        out.extend_from_slice(e.kind.keyword().as_bytes());
+        out.extend_from_slice(b" /");
+        out.extend_from_slice(name);
+        let owner = format!(" {:04o} {} {}", e.mode, e.uid, e.gid);
+        match &e.kind {
+            Kind::File { source, links } => {
+                out.push(b' ');
+                out.extend_from_slice(list_field(e, "source", source.path.as_os_str().as_bytes())?);
+                out.extend_from_slice(owner.as_bytes());
+                for l in links {
+                    // The leading `/` also keeps a `#` or a non-ASCII first
+                    // byte from ending the hardlink names in gen_init_cpio.
+                    let l = list_field(e, "hardlink name", l)?;
+                    out.extend_from_slice(b" /");
+                    out.extend_from_slice(l);
+                }
+            }
+            Kind::Symlink { target } => {
+                out.push(b' ');
+                out.extend_from_slice(list_field(e, "symlink target", target)?);
+                out.extend_from_slice(owner.as_bytes());
+            }
+            Kind::Node { kind, major, minor } => {
+                out.extend_from_slice(owner.as_bytes());
+                let t = if *kind == DeviceKind::Block { 'b' } else { 'c' };
+                out.extend_from_slice(format!(" {t} {major} {minor}").as_bytes());
+            }
+            Kind::Dir | Kind::Pipe | Kind::Socket => out.extend_from_slice(owner.as_bytes()),
+        }
+        out.push(b'\n');
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

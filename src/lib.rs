@@ -10,6 +10,7 @@ pub mod cpio;
 pub mod entry;
 pub mod error;
 pub mod legacy;
+pub mod manifest;
 pub mod output;
 pub mod pipeline;
 pub mod plan;

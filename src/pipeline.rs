@@ -48,6 +48,91 @@ pub fn build_entries(
     sync: bool,
 ) -> Result<BuildReport> {
     resolve::stat_sources(entries, compat)?;
+    write_entries(entries, opts, output, sync)
+}
+
+/// The current time as a cpio mtime (gen_init_cpio's default for entries
+/// that are not files).
+pub fn now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+        .unwrap_or(0)
+}
+
+/// A manifest loaded and lowered, with the plan options it asks for.
+pub struct ManifestBuild {
+    pub lowered: crate::manifest::Lowered,
+    pub opts: PlanOptions,
+}
+
+/// What the command line may override in a manifest build.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub mtime: Option<u32>,
+    pub align: Option<u32>,
+    pub crc: bool,
+}
+
+/// Loads and lowers a manifest and decides the plan options; `output` is
+/// where the archive will go (for `align = "auto"`).
+pub fn prepare_manifest(
+    path: &Path,
+    load: &crate::manifest::LoadOptions,
+    overrides: &Overrides,
+    output: Option<&Path>,
+) -> Result<ManifestBuild> {
+    use crate::manifest::{DefaultAlign, MtimeChoice};
+    let loaded = crate::manifest::load(path, load)?;
+    let mut lowered = crate::manifest::lower(&loaded)?;
+    resolve::stat_sources(&mut lowered.entries, false)?;
+    let align = match (overrides.align, lowered.align) {
+        (Some(a), _) => a,
+        (None, DefaultAlign::None) => 0,
+        (None, DefaultAlign::Bytes(n)) => n,
+        (None, DefaultAlign::Auto) => output.map_or(Ok(0), block_size_for)?,
+    };
+    let fixed = overrides.mtime.or(match lowered.mtime {
+        MtimeChoice::Fixed(t) => Some(t),
+        MtimeChoice::Source => None,
+    });
+    Ok(ManifestBuild {
+        opts: PlanOptions {
+            crc: overrides.crc,
+            align,
+            mtime: plan::MtimePolicy { fixed, now: 0 },
+        },
+        lowered,
+    })
+}
+
+/// The block size of the filesystem an output file will live on.
+pub fn block_size_for(output: &Path) -> Result<u32> {
+    if output == Path::new("-") {
+        return Ok(0);
+    }
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let st = rustix::fs::statfs(dir).map_err(|e| Error::io(dir, e.into()))?;
+    let bsize = st.f_bsize as u64;
+    Ok(
+        if bsize.is_power_of_two() && (4..=1 << 20).contains(&bsize) {
+            bsize as u32
+        } else {
+            4096
+        },
+    )
+}
+
+/// Plans and writes already-resolved entries.
+pub fn write_entries(
+    entries: &[Entry],
+    opts: &PlanOptions,
+    output: &Path,
+    sync: bool,
+) -> Result<BuildReport> {
     let layout = plan::layout_in_order(entries, opts);
     let out = Output::create(output)?;
     let stats = writer::write(&layout, out.file(), &out.name())?;
@@ -66,13 +151,4 @@ pub fn build_entries(
         stats,
         size: layout.size,
     })
-}
-
-/// The current time as a cpio mtime (gen_init_cpio's default for entries
-/// that are not files).
-pub fn now() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
-        .unwrap_or(0)
 }

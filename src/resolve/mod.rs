@@ -4,6 +4,8 @@
 //! with each source's size and mtime filled in, or an error naming the line
 //! that brought the source in.
 
+pub mod root;
+
 use std::fs::File;
 use std::io::ErrorKind;
 

@@ -1,0 +1,296 @@
+//! Loading: read a manifest and everything it includes, in a fixed order.
+//!
+//! Input: a manifest path and command-line variables. Output: [`Loaded`],
+//! the documents in precedence order (for each file: its includes in the
+//! order listed, then the file itself, then its drop-ins in name order) and
+//! the settings merged over them (a later document's setting wins).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::de::{from_node, Spanned};
+use super::model::{Defaults, ImageSettings, Manifest};
+use super::node::{toml_doc, yaml_doc, Pos};
+use crate::entry::Origin;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Default, Clone)]
+pub struct LoadOptions {
+    /// `--kver`: the kernel version (`${kver}`).
+    pub kver: Option<String>,
+    /// `--set name=value`, in order.
+    pub set: Vec<(String, String)>,
+    /// `--root`: overrides the manifest's `root`.
+    pub root: Option<PathBuf>,
+}
+
+/// One manifest file, parsed.
+#[derive(Debug)]
+pub struct Doc {
+    pub file: Arc<str>,
+    /// The directory relative paths in this document start from.
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl Doc {
+    pub fn origin(&self, pos: Pos) -> Origin {
+        Origin::new(self.file.clone(), pos.line, pos.column)
+    }
+}
+
+#[derive(Debug)]
+pub struct Loaded {
+    pub docs: Vec<Doc>,
+    pub vars: BTreeMap<String, String>,
+    pub root: PathBuf,
+    pub defaults: Defaults,
+    pub image: ImageSettings,
+}
+
+/// Reads and parses one manifest file, TOML or YAML by its extension.
+pub fn read_doc(path: &Path) -> Result<Doc> {
+    let file: Arc<str> = Arc::from(path.display().to_string());
+    let origin = |pos: Option<Pos>| {
+        let p = pos.unwrap_or(Pos { line: 1, column: 1 });
+        Origin::new(file.clone(), p.line, p.column)
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::usage(format!(
+            "cannot read the manifest `{}`: {e}",
+            path.display()
+        ))
+        .with_hint("check the path; manifests are UTF-8 text")
+    })?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let parsed = match ext {
+        "toml" => toml_doc::parse(&text),
+        "yaml" | "yml" => yaml_doc::parse(&text),
+        _ => {
+            return Err(Error::usage(format!(
+                "`{}`: a manifest must end in .toml, .yaml or .yml",
+                path.display()
+            ))
+            .with_hint("for a gen_init_cpio list use --list"))
+        }
+    };
+    let node = parsed.map_err(|e| Error::at(origin(e.pos), e.message))?;
+    let manifest: Manifest = from_node(&node).map_err(|e| {
+        let err = Error::at(origin(e.pos), e.message);
+        match e.hint {
+            Some(h) => err.with_hint(h),
+            None => err,
+        }
+    })?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    Ok(Doc {
+        file,
+        dir,
+        manifest,
+    })
+}
+
+/// Expands `${name}` in `text` with `vars`; an unknown name is an error at
+/// its position.
+pub fn expand(
+    text: &str,
+    pos: Pos,
+    file: &Arc<str>,
+    vars: &BTreeMap<String, String>,
+) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut offset = 0;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        let Some(value) = vars.get(name) else {
+            let column = pos.column + 1 + (offset + start) as u32;
+            let mut known: Vec<&str> = vars.keys().map(String::as_str).collect();
+            known.sort();
+            let hint = match super::de::nearest(name, &known) {
+                Some(n) => format!("did you mean `${{{n}}}`?"),
+                None if name == "kver" => "pass --kver VERSION".to_string(),
+                None => format!(
+                    "define it under [vars] or with --set {name}=VALUE (known: {})",
+                    known.join(", ")
+                ),
+            };
+            return Err(Error::at(
+                Origin::new(file.clone(), pos.line, column),
+                format!("unknown variable `${{{name}}}`"),
+            )
+            .with_hint(hint));
+        };
+        out.push_str(&rest[..start]);
+        out.push_str(value);
+        offset += start + 2 + len + 1;
+        rest = &rest[start + 2 + len + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The running kernel's release, the default `${kver}` as for dracut and
+/// mkinitcpio.
+fn running_kernel() -> String {
+    rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned()
+}
+
+struct Loader<'o> {
+    opts: &'o LoadOptions,
+    docs: Vec<Doc>,
+    /// Canonical paths being loaded, for cycle detection.
+    stack: Vec<(PathBuf, String)>,
+    /// Variables known so far (for include and drop-in paths).
+    vars: BTreeMap<String, String>,
+}
+
+impl Loader<'_> {
+    fn cli_vars(&mut self) {
+        if let Some(k) = &self.opts.kver {
+            self.vars.insert("kver".into(), k.clone());
+        }
+        for (k, v) in &self.opts.set {
+            self.vars.insert(k.clone(), v.clone());
+        }
+    }
+
+    fn load(&mut self, path: &Path, from: Option<Origin>) -> Result<()> {
+        let canonical = std::fs::canonicalize(path).map_err(|e| {
+            let msg = format!("cannot read the manifest `{}`: {e}", path.display());
+            match &from {
+                Some(o) => Error::at(o.clone(), msg),
+                None => Error::usage(msg),
+            }
+            .with_hint("check the path (relative paths start at the including manifest)")
+        })?;
+        if let Some(i) = self.stack.iter().position(|(p, _)| *p == canonical) {
+            let chain: Vec<&str> = self.stack[i..].iter().map(|(_, n)| n.as_str()).collect();
+            let msg = format!(
+                "include cycle: {} -> {}",
+                chain.join(" -> "),
+                path.display()
+            );
+            return Err(match from {
+                Some(o) => Error::at(o, msg),
+                None => Error::usage(msg),
+            }
+            .with_hint("remove one of the includes"));
+        }
+        let doc = read_doc(path)?;
+        self.stack.push((canonical, path.display().to_string()));
+        for (k, v) in &doc.manifest.vars {
+            self.vars.insert(k.clone(), v.value.clone());
+        }
+        self.cli_vars();
+        for inc in &doc.manifest.include {
+            let rel = expand(inc, inc.pos, &doc.file, &self.vars)?;
+            let target = doc.dir.join(rel);
+            self.load(&target, Some(doc.origin(inc.pos)))?;
+        }
+        let dropins = doc
+            .manifest
+            .dropins
+            .as_ref()
+            .map(|d| -> Result<(PathBuf, Origin)> {
+                let rel = expand(d, d.pos, &doc.file, &self.vars)?;
+                Ok((doc.dir.join(rel), doc.origin(d.pos)))
+            })
+            .transpose()?;
+        self.docs.push(doc);
+        if let Some((dir, origin)) = dropins {
+            if dir.is_dir() {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                    .map_err(|e| {
+                        Error::at(
+                            origin.clone(),
+                            format!("cannot list `{}`: {e}", dir.display()),
+                        )
+                    })?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        matches!(
+                            p.extension().and_then(|e| e.to_str()),
+                            Some("toml" | "yaml" | "yml")
+                        )
+                    })
+                    .collect();
+                files.sort();
+                for f in files {
+                    self.load(&f, Some(origin.clone()))?;
+                }
+            }
+        }
+        self.stack.pop();
+        Ok(())
+    }
+}
+
+fn merge_defaults(into: &mut Defaults, d: &Spanned<Defaults>) {
+    let d = &d.value;
+    into.uid = d.uid.or(into.uid);
+    into.gid = d.gid.or(into.gid);
+    into.file_mode = d.file_mode.or(into.file_mode);
+    into.dir_mode = d.dir_mode.or(into.dir_mode);
+    into.mtime = d.mtime.or(into.mtime);
+    into.align = d.align.or(into.align);
+}
+
+/// Loads `path` with its includes and drop-ins.
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let mut vars = BTreeMap::new();
+    vars.insert("arch".to_string(), std::env::consts::ARCH.to_string());
+    vars.insert("kver".to_string(), running_kernel());
+    let mut loader = Loader {
+        opts,
+        docs: Vec::new(),
+        stack: Vec::new(),
+        vars,
+    };
+    loader.cli_vars();
+    loader.load(path, None)?;
+    let mut defaults = Defaults::default();
+    let mut image = ImageSettings::default();
+    let mut root = PathBuf::from("/");
+    for doc in &loader.docs {
+        let m = &doc.manifest;
+        if let Some(d) = &m.defaults {
+            merge_defaults(&mut defaults, d);
+        }
+        if let Some(i) = &m.image {
+            image.order = i.order.or(image.order);
+            image.parents = i.parents.or(image.parents);
+        }
+        if let Some(r) = &m.root {
+            root = doc.dir.join(expand(r, r.pos, &doc.file, &loader.vars)?);
+        }
+    }
+    if let Some(r) = &opts.root {
+        root = r.clone();
+    }
+    if !root.is_dir() {
+        return Err(Error::usage(format!(
+            "the source root `{}` is not a directory",
+            root.display()
+        ))
+        .with_hint("set `root` in the manifest or --root to an existing directory"));
+    }
+    Ok(Loaded {
+        docs: loader.docs,
+        vars: loader.vars,
+        root,
+        defaults,
+        image,
+    })
+}

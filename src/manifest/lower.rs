@@ -1,0 +1,1010 @@
+//! Lowering: from manifest rules to gen_init_cpio-level entries.
+//!
+//! Input: [`Loaded`] documents. Output: [`Lowered`]: entries in archive
+//! order with parents before children, every one carrying the manifest
+//! position and rule that produced it.
+//!
+//! Rules are expanded one by one (trees and globs walk the source root),
+//! destinations are rewritten through the image's own directory symlinks
+//! (merged /usr: with `bin -> usr/bin` in the image, `/bin/sh` lands in
+//! `usr/bin/sh`), duplicates are merged or reported, missing parents are
+//! created, and the result is ordered.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+
+use super::de::Spanned;
+use super::load::{expand, Doc, Loaded};
+use super::model::{AlignSpec, ModeOrSource, MtimePolicySpec, Order, PathText};
+use super::node::Pos;
+use crate::entry::{display_name, AlignHint, DeviceKind, Entry, Kind, Origin, Source, PATH_MAX};
+use crate::error::{Error, Result, Warning};
+use crate::resolve::root::Root;
+
+/// The data alignment a manifest asks for by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultAlign {
+    None,
+    Bytes(u32),
+    /// The block size of the output's filesystem.
+    Auto,
+}
+
+/// The mtime a manifest asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtimeChoice {
+    /// Files keep their source mtime; entries with no source get 0.
+    Source,
+    /// Every entry gets this mtime.
+    Fixed(u32),
+}
+
+#[derive(Debug)]
+pub struct Lowered {
+    pub entries: Vec<Entry>,
+    pub align: DefaultAlign,
+    pub mtime: MtimeChoice,
+    pub warnings: Vec<Warning>,
+}
+
+/// How strongly an item claims its destination: an implied directory (a
+/// parent, or one met while walking a tree) yields to a declared one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    Declared,
+    Implied,
+}
+
+#[derive(Clone, Debug)]
+struct Item {
+    dest: Vec<u8>,
+    kind: Kind,
+    mode: u32,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mtime: Option<u32>,
+    align: AlignHint,
+    origin: Origin,
+    claim: Claim,
+}
+
+pub(super) struct Lowerer<'a> {
+    loaded: &'a Loaded,
+    root: Root,
+    items: Vec<Item>,
+    /// (link name, target image path, origin)
+    hardlinks: Vec<(Vec<u8>, Vec<u8>, Origin)>,
+    warnings: Vec<Warning>,
+    file_mode: ModeOrSource,
+    dir_mode: u32,
+    source_mtimes: bool,
+}
+
+/// Normalises an image path: no leading `/`, no empty or `.` components;
+/// `..` that would leave the image is an error.
+fn normalise(path: &[u8], origin: &Origin) -> Result<Vec<u8>> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in path.split(|&b| b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                if parts.pop().is_none() {
+                    return Err(Error::at(
+                        origin.clone(),
+                        format!("`{}` leaves the image root with `..`", display_name(path)),
+                    )
+                    .with_hint("image paths must stay inside the image"));
+                }
+            }
+            _ => parts.push(c),
+        }
+    }
+    let out = parts.join(&b'/');
+    if out.len() + 1 > PATH_MAX {
+        return Err(Error::at(
+            origin.clone(),
+            format!(
+                "image path of {} bytes; the kernel skips names longer than {} bytes",
+                out.len(),
+                PATH_MAX - 1
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+fn parent(p: &[u8]) -> Option<&[u8]> {
+    p.iter().rposition(|&b| b == b'/').map(|i| &p[..i])
+}
+
+fn clamp_mtime(t: i64) -> u32 {
+    t.clamp(0, u32::MAX as i64) as u32
+}
+
+fn align_hint(spec: Option<AlignSpec>) -> AlignHint {
+    match spec {
+        None | Some(AlignSpec::Auto) => AlignHint::Default,
+        Some(AlignSpec::None) => AlignHint::Never,
+        Some(AlignSpec::Bytes(n)) => AlignHint::Bytes(n),
+    }
+}
+
+fn compile_globs(pats: &[Spanned<String>], doc: &Doc) -> Result<Option<GlobSet>> {
+    if pats.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in pats {
+        let g = GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| {
+                Error::at(
+                    doc.origin(p.pos),
+                    format!("bad glob `{}`: {}", p.value, e.kind()),
+                )
+            })?;
+        b.add(g);
+        // `dir/` style patterns also match everything below.
+        if let Ok(g) = Glob::new(&format!("{}/**", p.value.trim_end_matches('/'))) {
+            b.add(g);
+        }
+    }
+    b.build()
+        .map(Some)
+        .map_err(|e| Error::usage(format!("bad glob set: {e}")))
+}
+
+impl Lowerer<'_> {
+    fn text(&self, doc: &Doc, t: &Spanned<PathText>) -> Result<Vec<u8>> {
+        match std::str::from_utf8(&t.value.0) {
+            Ok(s) => Ok(expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()),
+            Err(_) => Ok(t.value.0.clone()),
+        }
+    }
+
+    fn string(&self, doc: &Doc, t: &Spanned<String>) -> Result<String> {
+        expand(t, t.pos, &doc.file, &self.loaded.vars)
+    }
+
+    fn origin(doc: &Doc, pos: Pos, rule: &str) -> Origin {
+        let mut o = doc.origin(pos);
+        o.rule = Some(Arc::from(rule));
+        o
+    }
+
+    fn push(&mut self, item: Item) {
+        self.items.push(item);
+    }
+
+    fn source_mtime(&self, meta: &std::fs::Metadata) -> Option<u32> {
+        self.source_mtimes.then(|| clamp_mtime(meta.mtime()))
+    }
+
+    fn file_mode(&self, own: Option<super::model::Mode>, meta: &std::fs::Metadata) -> u32 {
+        match (own, self.file_mode) {
+            (Some(m), _) | (None, ModeOrSource::Mode(m)) => m.0,
+            (None, ModeOrSource::Source) => meta.mode() & 0o7777,
+        }
+    }
+
+    /// An item for one filesystem object met by a tree or glob.
+    fn walked(
+        &self,
+        host: &Path,
+        meta: &std::fs::Metadata,
+        dest: Vec<u8>,
+        origin: &Origin,
+        align: AlignHint,
+    ) -> Result<Item> {
+        let ft = meta.file_type();
+        let (kind, mode, claim) = if ft.is_dir() {
+            (Kind::Dir, meta.mode() & 0o7777, Claim::Implied)
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(host).map_err(|e| {
+                Error::at(
+                    origin.clone(),
+                    format!("cannot read the symlink `{}`: {e}", host.display()),
+                )
+            })?;
+            (
+                Kind::Symlink {
+                    target: target.as_os_str().as_bytes().to_vec(),
+                },
+                0o777,
+                Claim::Declared,
+            )
+        } else if ft.is_file() {
+            let source = Source {
+                path: host.to_path_buf(),
+                size: meta.len(),
+                mtime: meta.mtime(),
+            };
+            (
+                Kind::File {
+                    source,
+                    links: vec![],
+                },
+                self.file_mode(None, meta),
+                Claim::Declared,
+            )
+        } else if ft.is_fifo() {
+            (Kind::Pipe, meta.mode() & 0o7777, Claim::Declared)
+        } else if ft.is_socket() {
+            (Kind::Socket, meta.mode() & 0o7777, Claim::Declared)
+        } else {
+            let rdev = meta.rdev();
+            let kind = if ft.is_block_device() {
+                DeviceKind::Block
+            } else {
+                DeviceKind::Char
+            };
+            let (major, minor) = (rustix::fs::major(rdev), rustix::fs::minor(rdev));
+            (
+                Kind::Node { kind, major, minor },
+                meta.mode() & 0o7777,
+                Claim::Declared,
+            )
+        };
+        let mtime = match kind {
+            Kind::File { .. } => None,
+            _ => self.source_mtime(meta),
+        };
+        Ok(Item {
+            dest,
+            kind,
+            mode,
+            uid: None,
+            gid: None,
+            mtime,
+            align,
+            origin: origin.clone(),
+            claim,
+        })
+    }
+
+    fn rules(&mut self, doc: &Doc) -> Result<()> {
+        let m = &doc.manifest;
+        // Every rule with its position, so rules of different kinds keep the
+        // order they were written in.
+        #[derive(Clone, Copy)]
+        enum R {
+            Binary(usize, bool),
+            File(usize),
+            Dir(usize),
+            Symlink(usize),
+            Hardlink(usize),
+            Node(usize),
+            Pipe(usize),
+            Socket(usize),
+            Tree(usize),
+            Glob(usize),
+        }
+        let mut rules: Vec<(Pos, R)> = Vec::new();
+        rules.extend(
+            m.binaries
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.pos, R::Binary(i, true))),
+        );
+        rules.extend(
+            m.binary
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.pos, R::Binary(i, false))),
+        );
+        rules.extend(m.file.iter().enumerate().map(|(i, r)| (r.pos, R::File(i))));
+        rules.extend(m.dir.iter().enumerate().map(|(i, r)| (r.pos, R::Dir(i))));
+        rules.extend(
+            m.symlink
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.pos, R::Symlink(i))),
+        );
+        rules.extend(
+            m.hardlink
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.pos, R::Hardlink(i))),
+        );
+        rules.extend(m.node.iter().enumerate().map(|(i, r)| (r.pos, R::Node(i))));
+        rules.extend(m.pipe.iter().enumerate().map(|(i, r)| (r.pos, R::Pipe(i))));
+        rules.extend(
+            m.socket
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.pos, R::Socket(i))),
+        );
+        rules.extend(m.tree.iter().enumerate().map(|(i, r)| (r.pos, R::Tree(i))));
+        rules.extend(m.glob.iter().enumerate().map(|(i, r)| (r.pos, R::Glob(i))));
+        rules.sort_by_key(|(p, _)| *p);
+        for (pos, rule) in rules {
+            match rule {
+                R::Binary(i, short) => {
+                    let (name, optional) = if short {
+                        (&m.binaries[i], false)
+                    } else {
+                        (&m.binary[i].name, m.binary[i].optional)
+                    };
+                    let name = self.string(doc, name)?;
+                    self.binary(
+                        &name,
+                        optional,
+                        Self::origin(doc, pos, &format!("binary {name}")),
+                    )?;
+                }
+                R::File(i) => {
+                    let r = &m.file[i].value;
+                    let src = self.text(doc, &r.src)?;
+                    let origin = Self::origin(doc, pos, &format!("file {}", display_name(&src)));
+                    let dst = match &r.dst {
+                        Some(d) => self.text(doc, d)?,
+                        None => src.clone(),
+                    };
+                    let host = self
+                        .root
+                        .resolve(Path::new(OsStr::from_bytes(&src)), true)
+                        .map_err(|e| Error::at(doc.origin(r.src.pos), e.to_string()))?;
+                    let meta = match std::fs::metadata(&host) {
+                        Ok(m) => m,
+                        Err(_) if r.optional => continue,
+                        Err(e) => {
+                            return Err(Error::at(
+                                doc.origin(r.src.pos),
+                                format!("source `{}` cannot be read: {e}", display_name(&src)),
+                            )
+                            .with_hint(format!(
+                                "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
+                                self.root.path().display()
+                            )))
+                        }
+                    };
+                    if !meta.is_file() {
+                        return Err(Error::at(
+                            doc.origin(r.src.pos),
+                            format!("source `{}` is not a regular file", display_name(&src)),
+                        )
+                        .with_hint("use a [[tree]] for a directory, [[node]] for a device"));
+                    }
+                    let dest = normalise(&dst, &origin)?;
+                    let source = Source {
+                        path: host,
+                        size: meta.len(),
+                        mtime: meta.mtime(),
+                    };
+                    self.push(Item {
+                        dest,
+                        mode: self.file_mode(r.mode, &meta),
+                        kind: Kind::File {
+                            source,
+                            links: vec![],
+                        },
+                        uid: r.uid,
+                        gid: r.gid,
+                        mtime: None,
+                        align: align_hint(r.align),
+                        origin,
+                        claim: Claim::Declared,
+                    });
+                }
+                R::Dir(i) => {
+                    let r = &m.dir[i].value;
+                    let path = self.text(doc, &r.path)?;
+                    let origin = Self::origin(doc, pos, "dir");
+                    let dest = normalise(&path, &origin)?;
+                    self.push(Item {
+                        dest,
+                        kind: Kind::Dir,
+                        mode: r.mode.map_or(self.dir_mode, |m| m.0),
+                        uid: r.uid,
+                        gid: r.gid,
+                        mtime: None,
+                        align: AlignHint::Default,
+                        origin,
+                        claim: Claim::Declared,
+                    });
+                }
+                R::Symlink(i) => {
+                    let r = &m.symlink[i].value;
+                    let path = self.text(doc, &r.path)?;
+                    let target = self.text(doc, &r.target)?;
+                    let origin = Self::origin(doc, pos, "symlink");
+                    if target.is_empty() || target.len() + 1 > PATH_MAX {
+                        return Err(Error::at(
+                            doc.origin(r.target.pos),
+                            "symlink target must be 1 to 4095 bytes",
+                        ));
+                    }
+                    let dest = normalise(&path, &origin)?;
+                    self.push(Item {
+                        dest,
+                        kind: Kind::Symlink { target },
+                        mode: r.mode.map_or(0o777, |m| m.0),
+                        uid: r.uid,
+                        gid: r.gid,
+                        mtime: None,
+                        align: AlignHint::Default,
+                        origin,
+                        claim: Claim::Declared,
+                    });
+                }
+                R::Hardlink(i) => {
+                    let r = &m.hardlink[i].value;
+                    let origin = Self::origin(doc, pos, "hardlink");
+                    let path = normalise(&self.text(doc, &r.path)?, &origin)?;
+                    let target = normalise(&self.text(doc, &r.target)?, &doc.origin(r.target.pos))?;
+                    self.hardlinks.push((path, target, origin));
+                }
+                R::Node(i) => {
+                    let r = &m.node[i].value;
+                    let origin = Self::origin(doc, pos, "node");
+                    let dest = normalise(&self.text(doc, &r.path)?, &origin)?;
+                    let kind = match r.kind {
+                        super::model::NodeType::Char => DeviceKind::Char,
+                        super::model::NodeType::Block => DeviceKind::Block,
+                    };
+                    self.push(Item {
+                        dest,
+                        kind: Kind::Node {
+                            kind,
+                            major: r.major,
+                            minor: r.minor,
+                        },
+                        mode: r.mode.map_or(0o600, |m| m.0),
+                        uid: r.uid,
+                        gid: r.gid,
+                        mtime: None,
+                        align: AlignHint::Default,
+                        origin,
+                        claim: Claim::Declared,
+                    });
+                }
+                R::Pipe(i) | R::Socket(i) => {
+                    let (r, kind, word) = match rule {
+                        R::Pipe(_) => (&m.pipe[i].value, Kind::Pipe, "pipe"),
+                        _ => (&m.socket[i].value, Kind::Socket, "socket"),
+                    };
+                    let origin = Self::origin(doc, pos, word);
+                    let dest = normalise(&self.text(doc, &r.path)?, &origin)?;
+                    self.push(Item {
+                        dest,
+                        kind,
+                        mode: r.mode.map_or(0o644, |m| m.0),
+                        uid: r.uid,
+                        gid: r.gid,
+                        mtime: None,
+                        align: AlignHint::Default,
+                        origin,
+                        claim: Claim::Declared,
+                    });
+                }
+                R::Tree(i) => self.tree(doc, pos, &m.tree[i].value)?,
+                R::Glob(i) => self.glob(doc, pos, &m.glob[i].value)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn tree(&mut self, doc: &Doc, pos: Pos, r: &super::model::TreeRule) -> Result<()> {
+        let src = self.text(doc, &r.src)?;
+        let origin = Self::origin(doc, pos, &format!("tree {}", display_name(&src)));
+        let dst = match &r.dst {
+            Some(d) => self.text(doc, d)?,
+            None => src.clone(),
+        };
+        let dst = normalise(&dst, &origin)?;
+        let host = self
+            .root
+            .resolve(Path::new(OsStr::from_bytes(&src)), true)
+            .map_err(|e| Error::at(doc.origin(r.src.pos), e.to_string()))?;
+        if !host.is_dir() {
+            if r.optional && !host.exists() {
+                return Ok(());
+            }
+            return Err(Error::at(
+                doc.origin(r.src.pos),
+                format!(
+                    "tree source `{}` is not a directory inside the root",
+                    display_name(&src)
+                ),
+            )
+            .with_hint(
+                "use [[file]] for a single file; set optional = true to skip a missing tree",
+            ));
+        }
+        let include = compile_globs(&r.include, doc)?;
+        let exclude = compile_globs(&r.exclude, doc)?;
+        let align = align_hint(r.align);
+        let mut seen_inodes: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
+        let walker = walkdir::WalkDir::new(&host)
+            .follow_links(false)
+            .sort_by(|a, b| a.file_name().cmp(b.file_name()));
+        let mut it = walker.into_iter();
+        while let Some(next) = it.next() {
+            let entry = next.map_err(|e| {
+                Error::at(origin.clone(), format!("walking `{}`: {e}", host.display()))
+            })?;
+            let rel = entry.path().strip_prefix(&host).unwrap_or(Path::new(""));
+            let rel_bytes = rel.as_os_str().as_bytes();
+            let is_dir = entry.file_type().is_dir();
+            if !rel_bytes.is_empty() {
+                if exclude.as_ref().is_some_and(|g| g.is_match(rel)) {
+                    if is_dir {
+                        it.skip_current_dir();
+                    }
+                    continue;
+                }
+                if !is_dir && include.as_ref().is_some_and(|g| !g.is_match(rel)) {
+                    continue;
+                }
+                if is_dir && include.is_some() {
+                    continue; // created as parents of what is included
+                }
+            }
+            let meta = entry.metadata().map_err(|e| {
+                Error::at(
+                    origin.clone(),
+                    format!("reading `{}`: {e}", entry.path().display()),
+                )
+            })?;
+            let mut dest = dst.clone();
+            if !rel_bytes.is_empty() {
+                if !dest.is_empty() {
+                    dest.push(b'/');
+                }
+                dest.extend_from_slice(rel_bytes);
+            }
+            if dest.is_empty() {
+                continue; // the image root itself
+            }
+            if meta.is_file() && meta.nlink() > 1 {
+                let key = (meta.dev(), meta.ino());
+                if let Some(first) = seen_inodes.get(&key) {
+                    self.hardlinks.push((dest, first.clone(), origin.clone()));
+                    continue;
+                }
+                seen_inodes.insert(key, dest.clone());
+            }
+            let item = self.walked(entry.path(), &meta, dest, &origin, align)?;
+            self.push(item);
+        }
+        Ok(())
+    }
+
+    fn glob(&mut self, doc: &Doc, pos: Pos, r: &super::model::GlobRule) -> Result<()> {
+        let dst = match &r.dst {
+            Some(d) => Some(normalise(&self.text(doc, d)?, &doc.origin(d.pos))?),
+            None => None,
+        };
+        for pat in &r.patterns {
+            let text = self.string(doc, pat)?;
+            let origin = Self::origin(doc, pos, &format!("glob {text}"));
+            if !text.starts_with('/') {
+                return Err(Error::at(
+                    doc.origin(pat.pos),
+                    format!("glob `{text}` is not absolute"),
+                )
+                .with_hint("glob patterns start at the source root, e.g. \"/usr/lib/**/*.so\""));
+            }
+            let matcher = GlobBuilder::new(&text)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| {
+                    Error::at(
+                        doc.origin(pat.pos),
+                        format!("bad glob `{text}`: {}", e.kind()),
+                    )
+                })?
+                .compile_matcher();
+            // The fixed leading directories: where the walk starts.
+            let fixed: Vec<&str> = text
+                .split('/')
+                .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+                .collect();
+            let all: Vec<&str> = text.split('/').collect();
+            let base = if fixed.len() == all.len() {
+                fixed[..fixed.len() - 1].join("/")
+            } else {
+                fixed.join("/")
+            };
+            let base = if base.is_empty() {
+                "/".to_string()
+            } else {
+                base
+            };
+            let host_base = self
+                .root
+                .resolve(Path::new(&base), true)
+                .map_err(|e| Error::at(doc.origin(pat.pos), e.to_string()))?;
+            let mut matched = 0;
+            if host_base.is_dir() {
+                for entry in walkdir::WalkDir::new(&host_base)
+                    .follow_links(false)
+                    .sort_by(|a, b| a.file_name().cmp(b.file_name()))
+                    .into_iter()
+                    .filter_map(|e| e.ok())
+                {
+                    let rel = entry
+                        .path()
+                        .strip_prefix(&host_base)
+                        .unwrap_or(Path::new(""));
+                    if rel.as_os_str().is_empty() {
+                        continue;
+                    }
+                    let inside = Path::new(&base).join(rel);
+                    if !matcher.is_match(&inside) {
+                        continue;
+                    }
+                    let meta = entry.metadata().map_err(|e| {
+                        Error::at(
+                            origin.clone(),
+                            format!("reading `{}`: {e}", entry.path().display()),
+                        )
+                    })?;
+                    let dest = match &dst {
+                        Some(d) => {
+                            let mut p = d.clone();
+                            if !p.is_empty() {
+                                p.push(b'/');
+                            }
+                            p.extend_from_slice(rel.as_os_str().as_bytes());
+                            p
+                        }
+                        None => normalise(inside.as_os_str().as_bytes(), &origin)?,
+                    };
+                    matched += 1;
+                    let item =
+                        self.walked(entry.path(), &meta, dest, &origin, align_hint(r.align))?;
+                    self.push(item);
+                }
+            }
+            if matched == 0 && !r.optional {
+                return Err(Error::at(doc.origin(pat.pos), format!("glob `{text}` matched nothing"))
+                    .with_hint(format!(
+                        "patterns are matched inside the root `{}`; set optional = true to allow no match",
+                        self.root.path().display()
+                    )));
+            }
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, name: &str, optional: bool, origin: Origin) -> Result<()> {
+        super::binaries::add(self, name, optional, origin)
+    }
+}
+
+/// Access for the binary resolution glue (`binaries.rs`).
+#[allow(dead_code)]
+pub(super) struct BinaryItem {
+    pub dest: Vec<u8>,
+    pub kind: Kind,
+    pub mode: u32,
+}
+
+#[allow(dead_code)]
+impl Lowerer<'_> {
+    pub(super) fn root(&self) -> &Root {
+        &self.root
+    }
+
+    pub(super) fn add_binary_item(&mut self, b: BinaryItem, origin: &Origin) -> Result<()> {
+        let dest = normalise(&b.dest, origin)?;
+        self.push(Item {
+            dest,
+            kind: b.kind,
+            mode: b.mode,
+            uid: None,
+            gid: None,
+            mtime: None,
+            align: AlignHint::Default,
+            origin: origin.clone(),
+            claim: Claim::Declared,
+        });
+        Ok(())
+    }
+}
+
+/// Resolves `p` through the image's directory symlinks (merged /usr).
+fn through_links(p: &[u8], links: &HashMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
+    let mut cur = p.to_vec();
+    for _ in 0..40 {
+        let mut changed = false;
+        let mut i = 0;
+        while let Some(off) = cur[i..].iter().position(|&b| b == b'/') {
+            let prefix = &cur[..i + off];
+            if let Some(target) = links.get(prefix) {
+                let mut next = target.clone();
+                next.extend_from_slice(&cur[i + off..]);
+                cur = next;
+                changed = true;
+                break;
+            }
+            i += off + 1;
+        }
+        if !changed {
+            break;
+        }
+    }
+    cur
+}
+
+fn describe(i: &Item) -> String {
+    match &i.kind {
+        Kind::File { source, .. } => format!("file from `{}`", source.path.display()),
+        Kind::Symlink { target } => format!("symlink to `{}`", display_name(target)),
+        k => k.keyword().to_string(),
+    }
+}
+
+fn same(a: &Item, b: &Item) -> bool {
+    a.kind == b.kind && a.mode == b.mode && a.uid == b.uid && a.gid == b.gid
+}
+
+/// Lowers loaded documents to entries.
+pub fn lower(loaded: &Loaded) -> Result<Lowered> {
+    let d = &loaded.defaults;
+    let sde = std::env::var("SOURCE_DATE_EPOCH").ok();
+    let mtime = match (d.mtime, &sde) {
+        (Some(MtimePolicySpec::Fixed(t)), _) => MtimeChoice::Fixed(t),
+        (Some(MtimePolicySpec::SourceDateEpoch), None) => {
+            return Err(Error::usage(
+                "defaults.mtime is \"source-date-epoch\" but SOURCE_DATE_EPOCH is not set",
+            )
+            .with_hint("export SOURCE_DATE_EPOCH=<seconds>, or choose another mtime policy"))
+        }
+        (_, Some(s)) => MtimeChoice::Fixed(s.trim().parse().map_err(|_| {
+            Error::usage(format!(
+                "SOURCE_DATE_EPOCH `{s}` is not a number of seconds that fits 32 bits"
+            ))
+        })?),
+        _ => MtimeChoice::Source,
+    };
+    let mut lw = Lowerer {
+        loaded,
+        root: Root::new(&loaded.root),
+        items: Vec::new(),
+        hardlinks: Vec::new(),
+        warnings: Vec::new(),
+        file_mode: d.file_mode.unwrap_or(ModeOrSource::Source),
+        dir_mode: d.dir_mode.map_or(0o755, |m| m.0),
+        source_mtimes: mtime == MtimeChoice::Source,
+    };
+    for doc in &loaded.docs {
+        lw.rules(doc)?;
+    }
+    let mut items = std::mem::take(&mut lw.items);
+
+    // Merged /usr: rewrite destinations through directory symlinks of the image.
+    let dirs: std::collections::HashSet<Vec<u8>> = items
+        .iter()
+        .filter(|i| i.kind == Kind::Dir)
+        .map(|i| i.dest.clone())
+        .collect();
+    let mut links: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    for i in &items {
+        if let Kind::Symlink { target } = &i.kind {
+            let joined = if target.starts_with(b"/") {
+                target.clone()
+            } else {
+                let mut j = parent(&i.dest).unwrap_or(b"").to_vec();
+                j.push(b'/');
+                j.extend_from_slice(target);
+                j
+            };
+            if let Ok(t) = normalise(&joined, &i.origin) {
+                if dirs.contains(&t) {
+                    links.insert(i.dest.clone(), t);
+                }
+            }
+        }
+    }
+    if !links.is_empty() {
+        for i in &mut items {
+            i.dest = through_links(&i.dest, &links);
+        }
+        for h in &mut lw.hardlinks {
+            h.0 = through_links(&h.0, &links);
+            h.1 = through_links(&h.1, &links);
+        }
+    }
+
+    // Duplicates: merge identical ones, let declared directories win over
+    // implied ones, report real conflicts.
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut kept: Vec<Item> = Vec::with_capacity(items.len());
+    for item in items {
+        match index.get(&item.dest) {
+            None => {
+                index.insert(item.dest.clone(), kept.len());
+                kept.push(item);
+            }
+            Some(&k) => {
+                let old = &mut kept[k];
+                if old.kind == Kind::Dir && item.kind == Kind::Dir {
+                    if item.claim == Claim::Declared && old.claim == Claim::Implied {
+                        let keep_origin = old.origin.clone();
+                        *old = item;
+                        let _ = keep_origin;
+                    } else if item.claim == Claim::Declared && !same(old, &item) {
+                        return Err(conflict(&item, old));
+                    }
+                    continue;
+                }
+                if !same(old, &item) {
+                    return Err(conflict(&item, old));
+                }
+            }
+        }
+    }
+
+    // Hardlinks: each name joins the file it targets.
+    for (name, target, origin) in std::mem::take(&mut lw.hardlinks) {
+        let Some(&k) = index.get(&target) else {
+            return Err(Error::at(
+                origin,
+                format!(
+                    "hardlink target `/{}` is not a file in the image",
+                    display_name(&target)
+                ),
+            )
+            .with_hint("declare the file first (a [[file]], tree or glob)"));
+        };
+        if let Some(&other) = index.get(&name) {
+            return Err(conflict_at(&origin, &name, &kept[other]));
+        }
+        match &mut kept[k].kind {
+            Kind::File { links, .. } => links.push(name.clone()),
+            _ => {
+                return Err(Error::at(
+                    origin,
+                    format!(
+                        "hardlink target `/{}` is not a regular file",
+                        display_name(&target)
+                    ),
+                ))
+            }
+        }
+        index.insert(name, k);
+    }
+
+    // Parents.
+    let parents = loaded.image.parents.unwrap_or(true);
+    let order = loaded.image.order.unwrap_or(Order::Sorted);
+    let mut out: Vec<Item> = Vec::with_capacity(kept.len());
+    let mut present: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+    let names_of = |i: &Item| -> Vec<Vec<u8>> {
+        let mut v = vec![i.dest.clone()];
+        if let Kind::File { links, .. } = &i.kind {
+            v.extend(links.iter().cloned());
+        }
+        v
+    };
+    let kinds: HashMap<Vec<u8>, bool> = kept
+        .iter()
+        .flat_map(|i| {
+            names_of(i)
+                .into_iter()
+                .map(move |n| (n, i.kind == Kind::Dir))
+        })
+        .collect();
+    for item in kept {
+        if parents {
+            for name in names_of(&item) {
+                let mut missing = Vec::new();
+                let mut p = parent(&name);
+                while let Some(dir) = p {
+                    if dir.is_empty() || present.contains(dir) {
+                        break;
+                    }
+                    match kinds.get(dir) {
+                        Some(true) if order == Order::Sorted => break, // declared; sorting puts it first
+                        Some(true) => {}
+                        Some(false) => {
+                            return Err(Error::at(
+                                item.origin.clone(),
+                                format!("`/{}` needs the directory `/{}`, but that path is not a directory in the image", display_name(&name), display_name(dir)),
+                            ))
+                        }
+                        None => missing.push(dir.to_vec()),
+                    }
+                    p = parent(dir);
+                }
+                for dir in missing.into_iter().rev() {
+                    if kinds.contains_key(&dir) || !present.insert(dir.clone()) {
+                        continue;
+                    }
+                    out.push(Item {
+                        dest: dir,
+                        kind: Kind::Dir,
+                        mode: lw.dir_mode,
+                        uid: None,
+                        gid: None,
+                        mtime: None,
+                        align: AlignHint::Default,
+                        origin: item.origin.clone(),
+                        claim: Claim::Implied,
+                    });
+                }
+            }
+        }
+        for n in names_of(&item) {
+            present.insert(n);
+        }
+        out.push(item);
+    }
+    if order == Order::Sorted {
+        // A hardlink group sorts at its greatest name, after all its parents.
+        let key = |i: &Item| names_of(i).into_iter().max().unwrap_or_default();
+        out.sort_by_cached_key(key);
+    }
+
+    let uid = d.uid.unwrap_or(0);
+    let gid = d.gid.unwrap_or(0);
+    let fixed = match mtime {
+        MtimeChoice::Fixed(t) => Some(t),
+        MtimeChoice::Source => None,
+    };
+    let entries = out
+        .into_iter()
+        .map(|i| Entry {
+            name: i.dest,
+            mode: i.mode,
+            uid: i.uid.unwrap_or(uid),
+            gid: i.gid.unwrap_or(gid),
+            mtime: fixed.or(i.mtime).or(match i.kind {
+                Kind::File { .. } => None,
+                _ => Some(0),
+            }),
+            kind: i.kind,
+            align: i.align,
+            origin: i.origin,
+        })
+        .collect();
+    let align = match d.align {
+        None | Some(AlignSpec::None) => DefaultAlign::None,
+        Some(AlignSpec::Bytes(n)) => DefaultAlign::Bytes(n),
+        Some(AlignSpec::Auto) => DefaultAlign::Auto,
+    };
+    let _: &BTreeMap<String, String> = &loaded.vars;
+    let _: PathBuf = loaded.root.clone();
+    Ok(Lowered {
+        entries,
+        align,
+        mtime,
+        warnings: lw.warnings,
+    })
+}
+
+fn conflict(new: &Item, old: &Item) -> Error {
+    Error::at(
+        new.origin.clone(),
+        format!(
+            "`/{}` is declared twice: here as {} and at {} as {}",
+            display_name(&new.dest),
+            describe(new),
+            old.origin,
+            describe(old)
+        ),
+    )
+    .with_hint("remove one of them, or make both declare the same thing")
+}
+
+fn conflict_at(origin: &Origin, name: &[u8], old: &Item) -> Error {
+    Error::at(
+        origin.clone(),
+        format!(
+            "`/{}` is declared twice: here as a hardlink and at {} as {}",
+            display_name(name),
+            old.origin,
+            describe(old)
+        ),
+    )
+    .with_hint("remove one of them")
+}

@@ -1,0 +1,479 @@
+//! The manifest's typed model: one set of serde types for TOML and YAML,
+//! and the source of the JSON Schema (`composer schema`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+
+use super::de::Spanned;
+
+/// An initramfs manifest.
+#[derive(Deserialize, JsonSchema, Debug, Default)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "composer manifest")]
+pub struct Manifest {
+    /// Other manifests read before this one (paths relative to this file).
+    #[serde(default)]
+    pub include: Vec<Spanned<String>>,
+    /// A directory of drop-in manifests (`*.toml`, `*.yaml`, `*.yml`), read
+    /// after this file in name order.
+    #[serde(default)]
+    pub dropins: Option<Spanned<String>>,
+    /// The source root: every source path is looked up inside it. Default `/`.
+    #[serde(default)]
+    pub root: Option<Spanned<String>>,
+    /// Variables for `${name}` in paths. `kver` and `arch` are built in;
+    /// `--kver` and `--set name=value` override.
+    #[serde(default)]
+    pub vars: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub defaults: Option<Spanned<Defaults>>,
+    #[serde(default)]
+    pub image: Option<Spanned<ImageSettings>>,
+    /// Executables to include with the libraries they load (by name on the
+    /// search path, or by absolute path).
+    #[serde(default)]
+    pub binaries: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub binary: Vec<Spanned<BinaryRule>>,
+    #[serde(default)]
+    pub file: Vec<Spanned<FileRule>>,
+    #[serde(default)]
+    pub dir: Vec<Spanned<DirRule>>,
+    #[serde(default)]
+    pub symlink: Vec<Spanned<SymlinkRule>>,
+    #[serde(default)]
+    pub hardlink: Vec<Spanned<HardlinkRule>>,
+    #[serde(default)]
+    pub node: Vec<Spanned<NodeRule>>,
+    #[serde(default)]
+    pub pipe: Vec<Spanned<SpecialRule>>,
+    #[serde(default)]
+    pub socket: Vec<Spanned<SpecialRule>>,
+    #[serde(default)]
+    pub tree: Vec<Spanned<TreeRule>>,
+    #[serde(default)]
+    pub glob: Vec<Spanned<GlobRule>>,
+}
+
+/// Values used where an entry says nothing.
+#[derive(Deserialize, JsonSchema, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    /// Owner of every entry that names none. Default 0.
+    pub uid: Option<u32>,
+    /// Group of every entry that names none. Default 0.
+    pub gid: Option<u32>,
+    /// Mode of files that name none: `"source"` (default) keeps the source's
+    /// permission bits.
+    pub file_mode: Option<ModeOrSource>,
+    /// Mode of directories that name none, including the parent directories
+    /// created automatically. Default `"0755"`.
+    pub dir_mode: Option<Mode>,
+    /// mtime policy: `"source"` (default: files and tree entries keep their
+    /// source's mtime, other entries get 0), a number of seconds for every
+    /// entry, or `"source-date-epoch"` (SOURCE_DATE_EPOCH, required). When
+    /// SOURCE_DATE_EPOCH is set, `"source"` uses it for every entry too.
+    pub mtime: Option<MtimePolicySpec>,
+    /// Data alignment: bytes (a power of two), `"none"` (default), or
+    /// `"auto"` (the block size of the output's filesystem).
+    pub align: Option<AlignSpec>,
+}
+
+/// How entries are arranged in the archive.
+#[derive(Deserialize, JsonSchema, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSettings {
+    /// `"sorted"` (default): by path, which puts every directory before its
+    /// content. `"manifest"`: in the order written (includes first).
+    pub order: Option<Order>,
+    /// Create missing parent directories (default true).
+    pub parents: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    Sorted,
+    Manifest,
+}
+
+/// A regular file copied from the source root.
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FileRule {
+    /// Path of the source, inside the root.
+    pub src: Spanned<PathText>,
+    /// Path in the image; default the source's path.
+    pub dst: Option<Spanned<PathText>>,
+    pub mode: Option<Mode>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub align: Option<AlignSpec>,
+    /// Skip the rule, instead of failing, when the source does not exist.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct DirRule {
+    pub path: Spanned<PathText>,
+    pub mode: Option<Mode>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SymlinkRule {
+    pub path: Spanned<PathText>,
+    /// What the link points to, stored as written.
+    pub target: Spanned<PathText>,
+    pub mode: Option<Mode>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+/// Another name for a file that is already in the image.
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct HardlinkRule {
+    pub path: Spanned<PathText>,
+    /// The image path of the file this name links to.
+    pub target: Spanned<PathText>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRule {
+    pub path: Spanned<PathText>,
+    #[serde(rename = "type")]
+    pub kind: NodeType,
+    pub major: u32,
+    pub minor: u32,
+    pub mode: Option<Mode>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeType {
+    Char,
+    Block,
+}
+
+/// A named pipe or a socket.
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SpecialRule {
+    pub path: Spanned<PathText>,
+    pub mode: Option<Mode>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+/// A source directory copied recursively.
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TreeRule {
+    /// The source directory, inside the root.
+    pub src: Spanned<PathText>,
+    /// Where it goes in the image; default the same path.
+    pub dst: Option<Spanned<PathText>>,
+    /// Glob patterns, relative to `src`, of the files to take (default all).
+    #[serde(default)]
+    pub include: Vec<Spanned<String>>,
+    /// Glob patterns, relative to `src`, of files and directories to leave out.
+    #[serde(default)]
+    pub exclude: Vec<Spanned<String>>,
+    pub align: Option<AlignSpec>,
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// Files matching glob patterns in the source root.
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct GlobRule {
+    /// Absolute glob patterns inside the root (`*`, `?`, `[...]`, `{a,b}`, `**`).
+    pub patterns: Vec<Spanned<String>>,
+    /// A directory in the image for the matches, which keep their path
+    /// relative to the pattern's fixed leading directories. Default: the
+    /// matches keep their own paths.
+    pub dst: Option<Spanned<PathText>>,
+    pub align: Option<AlignSpec>,
+    /// Accept patterns that match nothing.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct BinaryRule {
+    /// A name looked up on the search path, or an absolute path.
+    pub name: Spanned<String>,
+    /// Skip, instead of failing, when the binary or a library is missing.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// A path: a string, or `{ escaped = '...' }` with `\xHH` escapes for bytes
+/// that are not UTF-8 (and `\\` for a backslash).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PathText(pub Vec<u8>);
+
+impl JsonSchema for PathText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PathText".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A path. Non-UTF-8 bytes: { \"escaped\": \"\\\\xff\" }.",
+            "anyOf": [
+                { "type": "string" },
+                {
+                    "type": "object",
+                    "properties": { "escaped": { "type": "string" } },
+                    "required": ["escaped"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
+/// Decodes `\xHH` and `\\`; other backslashes stay as they are.
+pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            match b.get(i + 1) {
+                Some(b'\\') => {
+                    out.push(b'\\');
+                    i += 2;
+                    continue;
+                }
+                Some(b'x') => {
+                    let hex = s.get(i + 2..i + 4).unwrap_or("");
+                    let v = u8::from_str_radix(hex, 16)
+                        .map_err(|_| format!("`\\x{hex}` is not a two-digit hex escape"))?;
+                    out.push(v);
+                    i += 4;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// The inverse of [`unescape`], for bytes that are not UTF-8.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+impl<'de> Deserialize<'de> for PathText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PathText;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a path string, or { escaped = '...' }")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<PathText, E> {
+                Ok(PathText(s.as_bytes().to_vec()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PathText, A::Error> {
+                let mut out = None;
+                while let Some(k) = map.next_key::<String>()? {
+                    if k != "escaped" {
+                        return Err(de::Error::unknown_field(&k, &["escaped"]));
+                    }
+                    let s: String = map.next_value()?;
+                    out = Some(unescape(&s).map_err(de::Error::custom)?);
+                }
+                out.map(PathText)
+                    .ok_or_else(|| de::Error::missing_field("escaped"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Permission bits, written as an octal string such as `"0755"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mode(pub u32);
+
+impl JsonSchema for Mode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Mode".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Permission bits as an octal string, e.g. \"0755\" (at most 07777).",
+            "type": "string",
+            "pattern": "^0?[0-7]{1,4}$"
+        })
+    }
+}
+
+fn parse_mode<E: de::Error>(s: &str) -> Result<Mode, E> {
+    let ok = !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    match u32::from_str_radix(s, 8) {
+        Ok(v) if ok && v <= 0o7777 => Ok(Mode(v)),
+        _ => Err(E::custom(format!(
+            "mode `{s}` is not an octal permission string (\"0000\" to \"07777\")"
+        ))),
+    }
+}
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Mode;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an octal mode string such as \"0755\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Mode, E> {
+                parse_mode(s)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Mode, E> {
+                Err(E::custom(format!(
+                    "mode {v} is a number; write modes as octal strings, e.g. mode = \"0755\" \
+                     (a bare 755 would be decimal)"
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A mode, or `"source"` to keep the source's permission bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[schemars(with = "String")]
+pub enum ModeOrSource {
+    Source,
+    Mode(Mode),
+}
+
+impl<'de> Deserialize<'de> for ModeOrSource {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ModeOrSource;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"source\" or an octal mode string")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ModeOrSource, E> {
+                if s == "source" {
+                    Ok(ModeOrSource::Source)
+                } else {
+                    parse_mode(s).map(ModeOrSource::Mode)
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `"source"`, `"source-date-epoch"`, or seconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[schemars(untagged)]
+pub enum MtimePolicySpec {
+    #[schemars(with = "String")]
+    Source,
+    #[schemars(with = "String")]
+    SourceDateEpoch,
+    Fixed(u32),
+}
+
+impl<'de> Deserialize<'de> for MtimePolicySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = MtimePolicySpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"source\", \"source-date-epoch\" or seconds since the epoch")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<MtimePolicySpec, E> {
+                match s {
+                    "source" => Ok(MtimePolicySpec::Source),
+                    "source-date-epoch" => Ok(MtimePolicySpec::SourceDateEpoch),
+                    _ => Err(E::unknown_variant(s, &["source", "source-date-epoch"])),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<MtimePolicySpec, E> {
+                u32::try_from(v).map(MtimePolicySpec::Fixed).map_err(|_| {
+                    E::custom(format!(
+                        "mtime {v} does not fit the cpio header (0 to 4294967295)"
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Bytes (a power of two), `"none"`, or (in defaults) `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[schemars(untagged)]
+pub enum AlignSpec {
+    Bytes(u32),
+    #[schemars(with = "String")]
+    None,
+    #[schemars(with = "String")]
+    Auto,
+}
+
+impl<'de> Deserialize<'de> for AlignSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = AlignSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a power of two, \"none\" or \"auto\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<AlignSpec, E> {
+                match s {
+                    "none" => Ok(AlignSpec::None),
+                    "auto" => Ok(AlignSpec::Auto),
+                    _ => Err(E::unknown_variant(s, &["none", "auto"])),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<AlignSpec, E> {
+                match u32::try_from(v) {
+                    Ok(0) => Ok(AlignSpec::None),
+                    Ok(n) if n >= 4 && n.is_power_of_two() => Ok(AlignSpec::Bytes(n)),
+                    _ => Err(E::custom(format!(
+                        "alignment {v} is not a power of two of at least 4"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

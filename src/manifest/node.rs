@@ -1,0 +1,362 @@
+//! A document tree that remembers where every value was written.
+//!
+//! TOML and YAML are both read into [`Node`]s first; the typed model is then
+//! deserialized from the tree (see `de.rs`), so that every error, from a
+//! misspelt key to a conflicting destination found much later, can name the
+//! line and column it comes from, the same way for both formats.
+
+use std::fmt;
+
+/// A 1-based line and column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Node, Node)>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub pos: Pos,
+    pub value: Value,
+}
+
+impl Node {
+    pub fn describe(&self) -> &'static str {
+        match self.value {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Str(_) => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a table",
+        }
+    }
+}
+
+/// A syntax error, with its position when the parser gave one.
+#[derive(Debug)]
+pub struct SyntaxError {
+    pub pos: Option<Pos>,
+    pub message: String,
+}
+
+/// Byte offset to line and column (columns count characters).
+pub fn pos_of(text: &str, offset: usize) -> Pos {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() as u32 + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Pos {
+        line,
+        column: before[line_start..].chars().count() as u32 + 1,
+    }
+}
+
+pub mod toml_doc {
+    use super::*;
+    use toml::de::{DeTable, DeValue};
+
+    pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+        let table = DeTable::parse(text).map_err(|e| SyntaxError {
+            pos: e.span().map(|s| pos_of(text, s.start)),
+            message: e.message().trim_end().to_string(),
+        })?;
+        let span = table.span();
+        Ok(convert_table(text, table.into_inner(), span.start))
+    }
+
+    fn convert_table(text: &str, table: DeTable<'_>, start: usize) -> Node {
+        let mut entries = Vec::new();
+        for (k, v) in table {
+            let key = Node {
+                pos: pos_of(text, k.span().start),
+                value: Value::Str(k.into_inner().into_owned()),
+            };
+            entries.push((key, convert(text, v)));
+        }
+        Node {
+            pos: pos_of(text, start),
+            value: Value::Map(entries),
+        }
+    }
+
+    fn convert(text: &str, v: toml::Spanned<DeValue<'_>>) -> Node {
+        let span = v.span();
+        let pos = pos_of(text, span.start);
+        let value = match v.into_inner() {
+            DeValue::String(s) => Value::Str(s.into_owned()),
+            DeValue::Integer(i) => {
+                let digits = i.as_str().replace('_', "");
+                let (neg, digits) = match digits.strip_prefix('-') {
+                    Some(d) => (true, d.to_string()),
+                    None => (false, digits.trim_start_matches('+').to_string()),
+                };
+                let body = match digits.get(..2) {
+                    Some("0x" | "0o" | "0b") => digits[2..].to_string(),
+                    _ => digits,
+                };
+                match i64::from_str_radix(&body, i.radix()) {
+                    Ok(n) => Value::Int(if neg { -n } else { n }),
+                    Err(_) => Value::Str(i.as_str().to_string()),
+                }
+            }
+            DeValue::Float(f) => {
+                Value::Float(f.as_str().replace('_', "").parse().unwrap_or(f64::NAN))
+            }
+            DeValue::Boolean(b) => Value::Bool(b),
+            DeValue::Datetime(d) => Value::Str(d.to_string()),
+            DeValue::Array(items) => {
+                Value::Seq(items.into_iter().map(|i| convert(text, i)).collect())
+            }
+            DeValue::Table(t) => return convert_table(text, t, span.start),
+        };
+        Node { pos, value }
+    }
+}
+
+pub mod yaml_doc {
+    use super::*;
+    use std::collections::HashMap;
+    use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+    use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+    #[derive(Default)]
+    struct Builder {
+        stack: Vec<(Node, Option<Node>)>,
+        anchors: HashMap<usize, Node>,
+        root: Option<Node>,
+        documents: usize,
+        error: Option<SyntaxError>,
+    }
+
+    fn pos(m: &Marker) -> Pos {
+        Pos {
+            line: m.line() as u32,
+            column: m.col() as u32 + 1,
+        }
+    }
+
+    /// YAML 1.2 core schema resolution of a plain scalar.
+    fn plain(s: &str) -> Value {
+        match s {
+            "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+            "true" | "True" | "TRUE" => return Value::Bool(true),
+            "false" | "False" | "FALSE" => return Value::Bool(false),
+            _ => {}
+        }
+        let int = if let Some(h) = s.strip_prefix("0x") {
+            i64::from_str_radix(h, 16).ok()
+        } else if let Some(o) = s.strip_prefix("0o") {
+            i64::from_str_radix(o, 8).ok()
+        } else if s
+            .bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_digit() || (i == 0 && (b == b'-' || b == b'+')))
+        {
+            s.parse().ok()
+        } else {
+            None
+        };
+        if let Some(i) = int {
+            return Value::Int(i);
+        }
+        let looks_float = s.bytes().any(|b| b.is_ascii_digit())
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b));
+        match s.parse::<f64>() {
+            Ok(f) if looks_float => Value::Float(f),
+            _ => Value::Str(s.to_string()),
+        }
+    }
+
+    impl Builder {
+        fn push_value(&mut self, node: Node) {
+            match self.stack.last_mut() {
+                None => {
+                    if self.root.is_none() {
+                        self.root = Some(node);
+                    }
+                }
+                Some((parent, pending_key)) => match &mut parent.value {
+                    Value::Seq(items) => items.push(node),
+                    Value::Map(entries) => match pending_key.take() {
+                        None => *pending_key = Some(node),
+                        Some(key) => entries.push((key, node)),
+                    },
+                    _ => {}
+                },
+            }
+        }
+    }
+
+    impl MarkedEventReceiver for Builder {
+        fn on_event(&mut self, ev: Event, mark: Marker) {
+            let p = pos(&mark);
+            match ev {
+                Event::DocumentStart => {
+                    self.documents += 1;
+                    if self.documents > 1 && self.error.is_none() {
+                        self.error = Some(SyntaxError {
+                            pos: Some(p),
+                            message: "a manifest is one YAML document; found a second `---`".into(),
+                        });
+                    }
+                }
+                Event::Scalar(s, style, anchor, tag) => {
+                    let value = match (style, &tag) {
+                        (TScalarStyle::Plain, None) => plain(&s),
+                        _ => Value::Str(s),
+                    };
+                    let node = Node { pos: p, value };
+                    if anchor > 0 {
+                        self.anchors.insert(anchor, node.clone());
+                    }
+                    self.push_value(node);
+                }
+                Event::SequenceStart(anchor, _) => {
+                    let node = Node {
+                        pos: p,
+                        value: Value::Seq(Vec::new()),
+                    };
+                    self.stack.push((node, None));
+                    if anchor > 0 {
+                        // Filled in at the end; aliases of open collections are rare.
+                        self.anchors.insert(
+                            anchor,
+                            Node {
+                                pos: p,
+                                value: Value::Null,
+                            },
+                        );
+                    }
+                }
+                Event::MappingStart(anchor, _) => {
+                    let node = Node {
+                        pos: p,
+                        value: Value::Map(Vec::new()),
+                    };
+                    self.stack.push((node, None));
+                    if anchor > 0 {
+                        self.anchors.insert(
+                            anchor,
+                            Node {
+                                pos: p,
+                                value: Value::Null,
+                            },
+                        );
+                    }
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    if let Some((node, _)) = self.stack.pop() {
+                        for v in self.anchors.values_mut() {
+                            if v.pos == node.pos && v.value == Value::Null {
+                                *v = node.clone();
+                            }
+                        }
+                        self.push_value(node);
+                    }
+                }
+                Event::Alias(id) => {
+                    let node = self.anchors.get(&id).cloned().unwrap_or(Node {
+                        pos: p,
+                        value: Value::Null,
+                    });
+                    self.push_value(node);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+        let mut builder = Builder::default();
+        let mut parser = Parser::new_from_str(text);
+        parser.load(&mut builder, true).map_err(|e| SyntaxError {
+            pos: Some(pos(e.marker())),
+            message: e.info().to_string(),
+        })?;
+        if let Some(err) = builder.error {
+            return Err(err);
+        }
+        Ok(builder.root.unwrap_or(Node {
+            pos: Pos { line: 1, column: 1 },
+            value: Value::Map(Vec::new()),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(n: &Node) -> Vec<(String, Pos)> {
+        match &n.value {
+            Value::Map(e) => e
+                .iter()
+                .map(|(k, _)| match &k.value {
+                    Value::Str(s) => (s.clone(), k.pos),
+                    _ => panic!(),
+                })
+                .collect(),
+            _ => panic!("not a map"),
+        }
+    }
+
+    #[test]
+    fn toml_positions() {
+        let n = toml_doc::parse("a = 1\n\n[b]\n  c = 0o755\n").unwrap();
+        let k = keys(&n);
+        assert_eq!(k[0], ("a".into(), Pos { line: 1, column: 1 }));
+        let Value::Map(e) = &n.value else { panic!() };
+        let inner = keys(&e[1].1);
+        assert_eq!(inner[0], ("c".into(), Pos { line: 4, column: 3 }));
+        let Value::Map(ie) = &e[1].1.value else {
+            panic!()
+        };
+        assert_eq!(ie[0].1.value, Value::Int(0o755));
+    }
+
+    #[test]
+    fn yaml_positions_and_scalars() {
+        let n = yaml_doc::parse("a: 1\nb:\n  - x\n  - '0755'\n  - 0o17\n  - true\n").unwrap();
+        let k = keys(&n);
+        assert_eq!(k[1], ("b".into(), Pos { line: 2, column: 1 }));
+        let Value::Map(e) = &n.value else { panic!() };
+        let Value::Seq(items) = &e[1].1.value else {
+            panic!()
+        };
+        assert_eq!(items[0].pos, Pos { line: 3, column: 5 });
+        assert_eq!(items[1].value, Value::Str("0755".into()));
+        assert_eq!(items[2].value, Value::Int(0o17));
+        assert_eq!(items[3].value, Value::Bool(true));
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let e = toml_doc::parse("a = \n").unwrap_err();
+        assert_eq!(e.pos.map(|p| p.line), Some(1));
+        let e = yaml_doc::parse("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(e.pos.is_some());
+    }
+}

@@ -1,0 +1,277 @@
+//! Path lookup inside a root, as the kernel would do it if the root were `/`,
+//! remembering every symlink met on the way.
+//!
+//! Input: a path as a program inside the root would name it
+//! (`/lib64/ld-linux-x86-64.so.2`). Output: a [`Walk`]: the canonical path
+//! inside the root (`/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2`), what
+//! is there, and each symlink followed (`/lib64 -> usr/lib64`, ...) so the
+//! image can hold the same chain. Absolute symlink targets start again at the
+//! root and `..` never climbs above it: nothing outside the root is read.
+//!
+//! Every lstat and every walk is cached; one resolve call looks the same
+//! directories up thousands of times.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
+
+/// How many symlinks one lookup may follow (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// What an lstat found at a canonical path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    Missing,
+    Dir,
+    File { exec: bool, dev: u64, ino: u64 },
+    Link(PathBuf),
+    /// A device, fifo or socket.
+    Special,
+}
+
+/// A finished lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walk {
+    /// The canonical path inside the root (absolute, no symlinks, no `..`).
+    pub real: PathBuf,
+    /// Each symlink followed, in order: (its canonical location, its target
+    /// as stored).
+    pub links: Vec<(PathBuf, PathBuf)>,
+    /// What is at `real` (never `Link` or `Missing`).
+    pub node: Node,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WalkError {
+    NotFound,
+    NotDir,
+    Loop,
+    Io(String),
+}
+
+impl std::fmt::Display for WalkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WalkError::NotFound => f.write_str("no such file"),
+            WalkError::NotDir => f.write_str("a path component is not a directory"),
+            WalkError::Loop => f.write_str("too many levels of symbolic links"),
+            WalkError::Io(e) => f.write_str(e),
+        }
+    }
+}
+
+pub type WalkResult = Result<Rc<Walk>, WalkError>;
+
+/// A root directory with lookup caches.
+pub struct Sysroot {
+    root: PathBuf,
+    nodes: HashMap<PathBuf, Node>,
+    walks: HashMap<PathBuf, WalkResult>,
+}
+
+impl Sysroot {
+    pub fn new(root: &Path) -> Self {
+        Sysroot {
+            root: root.to_path_buf(),
+            nodes: HashMap::new(),
+            walks: HashMap::new(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The host path of a canonical in-root path.
+    pub fn host(&self, inside: &Path) -> PathBuf {
+        let rel = inside.strip_prefix("/").unwrap_or(inside);
+        if rel.as_os_str().is_empty() {
+            return self.root.clone();
+        }
+        self.root.join(rel)
+    }
+
+    /// lstat of a canonical in-root path (cached).
+    pub fn node(&mut self, real: &Path) -> Node {
+        if let Some(n) = self.nodes.get(real) {
+            return n.clone();
+        }
+        let host = self.host(real);
+        let node = match fs::symlink_metadata(&host) {
+            Err(_) => Node::Missing,
+            Ok(m) => {
+                let t = m.file_type();
+                if t.is_symlink() {
+                    match fs::read_link(&host) {
+                        Ok(target) => Node::Link(target),
+                        Err(_) => Node::Missing,
+                    }
+                } else if t.is_dir() {
+                    Node::Dir
+                } else if t.is_file() {
+                    Node::File {
+                        exec: m.mode() & 0o111 != 0,
+                        dev: m.dev(),
+                        ino: m.ino(),
+                    }
+                } else if t.is_block_device() || t.is_char_device() || t.is_fifo() || t.is_socket() {
+                    Node::Special
+                } else {
+                    Node::Missing
+                }
+            }
+        };
+        self.nodes.insert(real.to_path_buf(), node.clone());
+        node
+    }
+
+    /// Looks `path` up inside the root, following every symlink (also the
+    /// last component). A relative `path` is taken from the root.
+    pub fn walk(&mut self, path: &Path) -> WalkResult {
+        if let Some(w) = self.walks.get(path) {
+            return w.clone();
+        }
+        let result = self.walk_uncached(path).map(Rc::new);
+        self.walks.insert(path.to_path_buf(), result.clone());
+        result
+    }
+
+    fn walk_uncached(&mut self, path: &Path) -> Result<Walk, WalkError> {
+        // Components still to look at, last first.
+        let mut todo: Vec<Vec<u8>> = Vec::new();
+        push_components(&mut todo, path);
+        let mut real = PathBuf::from("/");
+        let mut node = Node::Dir;
+        let mut links = Vec::new();
+        let mut followed = 0;
+        while let Some(c) = todo.pop() {
+            if node != Node::Dir {
+                return Err(WalkError::NotDir);
+            }
+            if c == b".." {
+                real.pop();
+                continue;
+            }
+            let candidate = real.join(OsStr::from_bytes(&c));
+            match self.node(&candidate) {
+                Node::Missing => return Err(WalkError::NotFound),
+                Node::Link(target) => {
+                    followed += 1;
+                    if followed > MAX_LINKS {
+                        return Err(WalkError::Loop);
+                    }
+                    if target.is_absolute() {
+                        real = PathBuf::from("/");
+                    }
+                    push_components(&mut todo, &target);
+                    links.push((candidate, target));
+                    node = Node::Dir;
+                }
+                other => {
+                    real = candidate;
+                    node = other;
+                }
+            }
+        }
+        Ok(Walk { real, links, node })
+    }
+
+    /// Opens the file at a canonical in-root path.
+    pub fn open(&self, real: &Path) -> io::Result<fs::File> {
+        fs::File::open(self.host(real))
+    }
+
+    /// Lists a canonical in-root directory (names only, unsorted).
+    pub fn list(&self, real: &Path) -> Vec<Vec<u8>> {
+        let Ok(rd) = fs::read_dir(self.host(real)) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| e.ok())
+            .map(|e| e.file_name().as_bytes().to_vec())
+            .collect()
+    }
+}
+
+/// Pushes the components of `path` onto `todo` so the first pops first;
+/// `.` and empty components are dropped, `..` kept.
+fn push_components(todo: &mut Vec<Vec<u8>>, path: &Path) {
+    let start = todo.len();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => todo.push(n.as_bytes().to_vec()),
+            Component::ParentDir => todo.push(b"..".to_vec()),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    todo[start..].reverse();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        fs::create_dir_all(r.join("usr/lib/x86_64-linux-gnu")).unwrap();
+        fs::create_dir_all(r.join("usr/lib64")).unwrap();
+        fs::create_dir_all(r.join("usr/bin")).unwrap();
+        symlink("usr/lib", r.join("lib")).unwrap();
+        symlink("usr/lib64", r.join("lib64")).unwrap();
+        symlink("/usr/bin", r.join("bin")).unwrap();
+        fs::write(r.join("usr/lib/x86_64-linux-gnu/ld.so"), b"x").unwrap();
+        symlink(
+            "../lib/x86_64-linux-gnu/ld.so",
+            r.join("usr/lib64/ld-linux-x86-64.so.2"),
+        )
+        .unwrap();
+        // Absolute targets and `..` beyond the root stay inside.
+        symlink("/../../../etc/passwd", r.join("usr/bin/escape")).unwrap();
+        symlink("loop2", r.join("usr/bin/loop1")).unwrap();
+        symlink("loop1", r.join("usr/bin/loop2")).unwrap();
+        t
+    }
+
+    #[test]
+    fn follows_and_records_symlinks() {
+        let t = tree();
+        let mut s = Sysroot::new(t.path());
+        let w = s.walk(Path::new("/lib64/ld-linux-x86-64.so.2")).unwrap();
+        assert_eq!(w.real, Path::new("/usr/lib/x86_64-linux-gnu/ld.so"));
+        assert_eq!(
+            w.links,
+            vec![
+                (PathBuf::from("/lib64"), PathBuf::from("usr/lib64")),
+                (
+                    PathBuf::from("/usr/lib64/ld-linux-x86-64.so.2"),
+                    PathBuf::from("../lib/x86_64-linux-gnu/ld.so")
+                ),
+            ]
+        );
+        assert!(matches!(w.node, Node::File { exec: false, .. }));
+    }
+
+    #[test]
+    fn dotdot_is_physical_and_bounded() {
+        let t = tree();
+        let mut s = Sysroot::new(t.path());
+        // /lib -> usr/lib, so /lib/../bin is /usr/bin.
+        let w = s.walk(Path::new("/lib/../bin")).unwrap();
+        assert_eq!(w.real, Path::new("/usr/bin"));
+        assert_eq!(w.node, Node::Dir);
+        let w = s.walk(Path::new("/../../usr")).unwrap();
+        assert_eq!(w.real, Path::new("/usr"));
+        assert_eq!(s.walk(Path::new("/usr/bin/escape")), Err(WalkError::NotFound));
+        assert_eq!(s.walk(Path::new("bin/loop1")), Err(WalkError::Loop));
+        assert_eq!(
+            s.walk(Path::new("/usr/lib64/ld-linux-x86-64.so.2/x")),
+            Err(WalkError::NotDir)
+        );
+    }
+}
