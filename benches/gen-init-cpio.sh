@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Speed of `composer gen-init-cpio` against the kernel's usr/gen_init_cpio (6.12) and
+# 3cpio, on Debian's kernel module tree (about 4,000 files, 400 MB), warm cache.
+#
+# Usage: benches/gen-init-cpio.sh [--runs N] [--warmup N] [--work DIR] [--kernel-root DIR]
+#
+#   --work DIR         where lists and archives go (default: ${TMPDIR:-/tmp}/composer-bench);
+#                      the benchmark measures writing to this directory's filesystem
+#   --kernel-root DIR  a `dpkg -x` of a linux-image package (holds lib/modules/<ver>);
+#                      default: the test suite's cached one (target/test-assets), else
+#                      this script downloads the current Debian kernel into the work dir
+#   --runs N           hyperfine runs per command (default 10, at least 10)
+#   --warmup N         hyperfine warmup runs (default 2)
+#
+# Needs: cargo, cc, tar, xz, hyperfine, 3cpio (`cargo install threecpio --locked`),
+# /usr/src/linux-source-6.12.tar.xz (Debian package linux-source-6.12), and for the
+# download apt-get, apt-cache and dpkg.
+#
+# The list is what usr/gen_initramfs.sh makes of a directory: `find` output sorted in
+# the C locale (parents before children), `<type> <name> [<location>] <mode> <uid> <gid>`
+# lines, names under /lib/modules/<ver>. 3cpio gets an equivalent tab-separated manifest
+# with every field given (so it does not stat for them either).
+#
+# Commands compared (all with mtime 0 for every entry):
+#   gen_init_cpio          gen_init_cpio -t 0 LIST > OUT        (6.12: stdout, no fsync)
+#   gen_init_cpio + sync   ... && sync OUT                       (durable)
+#   composer --no-sync     composer gen-init-cpio -t 0 --no-sync -o OUT LIST
+#   composer               composer gen-init-cpio -t 0 -o OUT LIST  (fsync + rename)
+#   3cpio                  3cpio --create OUT < MANIFEST
+#   3cpio + sync           ... && sync OUT                       (durable)
+#
+# Output: hyperfine's table and summary, ratios against gen_init_cpio, and
+# WORK/report.md (table, exact command, date, machine) for book/src/benchmarks.md.
+
+set -euo pipefail
+
+runs=10
+warmup=2
+work="${TMPDIR:-/tmp}/composer-bench"
+kernel_root=""
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) runs="$2"; shift 2 ;;
+        --warmup) warmup="$2"; shift 2 ;;
+        --work) work="$2"; shift 2 ;;
+        --kernel-root) kernel_root="$2"; shift 2 ;;
+        -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ "$runs" -lt 10 ]; then
+    echo "--runs must be at least 10" >&2
+    exit 2
+fi
+
+die() { echo "gen-init-cpio.sh: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null || die "$1 not found${2:+ ($2)}"; }
+need cargo
+need cc "Debian package gcc"
+need tar
+need xz "Debian package xz-utils"
+need hyperfine "Debian package hyperfine"
+need 3cpio "cargo install threecpio --locked"
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mkdir -p "$work"
+work="$(cd "$work" && pwd)"
+export LC_ALL=C
+
+# --- composer, release build -----------------------------------------------------------
+echo "== cargo build --release" >&2
+(cd "$repo" && cargo build --release --quiet --bin composer)
+target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+composer="$target_dir/release/composer"
+[ -x "$composer" ] || die "$composer was not built"
+
+# --- the kernel's gen_init_cpio 6.12 ---------------------------------------------------
+linux_src=/usr/src/linux-source-6.12.tar.xz
+[ -f "$linux_src" ] || die "$linux_src not found (Debian package linux-source-6.12)"
+gen="$work/gen_init_cpio"
+if [ ! -x "$gen" ]; then
+    echo "== building gen_init_cpio from $linux_src" >&2
+    tar -xJf "$linux_src" --wildcards '*/usr/gen_init_cpio.c' -O > "$work/gen_init_cpio.c"
+    cc -O2 -o "$gen" "$work/gen_init_cpio.c"
+fi
+
+# --- Debian's module tree --------------------------------------------------------------
+if [ -z "$kernel_root" ]; then
+    for d in "$target_dir"/test-assets/debian-kernel-*/; do
+        [ -d "${d}lib/modules" ] && kernel_root="${d%/}"
+    done
+fi
+if [ -z "$kernel_root" ]; then
+    kernel_root="$work/kernel"
+    if [ ! -d "$kernel_root/lib/modules" ]; then
+        need apt-get; need apt-cache; need dpkg
+        pkg="$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: <\{0,1\}\(linux-image-[^>]*\)>\{0,1\}$/\1/p' | head -n 1)"
+        [ -n "$pkg" ] || die "apt-cache depends linux-image-amd64 names no package (apt-get update?)"
+        echo "== downloading $pkg" >&2
+        rm -rf "$work/dl" "$kernel_root.tmp"
+        mkdir -p "$work/dl"
+        (cd "$work/dl" && apt-get download -q "$pkg")
+        dpkg -x "$work"/dl/*.deb "$kernel_root.tmp"
+        mv "$kernel_root.tmp" "$kernel_root"
+        rm -rf "$work/dl"
+    fi
+fi
+kver="$(ls "$kernel_root/lib/modules" | head -n 1)"
+[ -n "$kver" ] || die "no lib/modules/<version> in $kernel_root"
+tree="lib/modules/$kver"
+
+# --- the list and the manifest ---------------------------------------------------------
+list="$work/modules.list"
+manifest="$work/modules.manifest"
+echo "== writing $list and $manifest" >&2
+{
+    echo "# $tree of $(basename "$kernel_root"), as usr/gen_initramfs.sh lists a directory"
+    echo "dir /lib 755 0 0"
+    echo "dir /lib/modules 755 0 0"
+    # %y type, %m octal permissions, %s size, %l symlink target; sorted on the path.
+    (cd "$kernel_root" && find "$tree" -printf '%p\t%y\t%m\t%s\t%l\n') | sort -t "$(printf '\t')" -k1,1
+} | awk -F '\t' -v root="$kernel_root" -v list="$list" -v manifest="$manifest" '
+    /^#/ || /^dir / {
+        print > list
+        if (/^dir /) { split($0, w, " "); print "-\t" substr(w[2], 2) "\tdir\t" w[3] "\t0\t0\t0" > manifest }
+        next
+    }
+    {
+        p = $1; t = $2; m = $3; s = $4; l = $5
+        if (t == "f") {
+            print "file /" p " " root "/" p " " m " 0 0" > list
+            print root "/" p "\t" p "\tfile\t" m "\t0\t0\t0\t" s > manifest
+        } else if (t == "d") {
+            print "dir /" p " " m " 0 0" > list
+            print "-\t" p "\tdir\t" m "\t0\t0\t0" > manifest
+        } else if (t == "l") {
+            print "slink /" p " " l " " m " 0 0" > list
+            print "-\t" p "\tlink\t" m "\t0\t0\t0\t" l > manifest
+        } else {
+            print "unexpected file type " t " of " p > "/dev/stderr"; exit 1
+        }
+    }'
+files=$(grep -c '^file ' "$list")
+bytes=$(awk -F '\t' '$3 == "file" { s += $8 } END { print s }' "$manifest")
+
+# --- check that everyone makes a sound archive -----------------------------------------
+out_gen="$work/out-gen_init_cpio.cpio"
+out_composer="$work/out-composer.cpio"
+out_3cpio="$work/out-3cpio.cpio"
+echo "== checking outputs" >&2
+"$gen" -t 0 "$list" > "$out_gen"
+"$composer" gen-init-cpio -t 0 -o "$out_composer" "$list"
+3cpio --create "$out_3cpio" < "$manifest"
+cmp "$out_gen" "$out_composer" || die "composer's archive differs from gen_init_cpio's"
+n3=$(3cpio --list "$out_3cpio" | wc -l)
+ng=$(3cpio --list "$out_gen" | wc -l)
+[ "$n3" -eq "$ng" ] || die "3cpio archive has $n3 entries, gen_init_cpio's $ng"
+
+# --- warm the cache, then measure ------------------------------------------------------
+cat "$list" > /dev/null
+(cd "$kernel_root" && find "$tree" -type f -exec cat {} + > /dev/null)
+
+G="$gen"; C="$composer"; L="$list"; M="$manifest"
+OG="$out_gen"; OC="$out_composer"; O3="$out_3cpio"
+names=("gen_init_cpio" "composer --no-sync" "3cpio"
+       "gen_init_cpio + sync" "composer (fsync + rename)" "3cpio + sync")
+cmds=("$G -t 0 $L > $OG"
+      "$C gen-init-cpio -t 0 --no-sync -o $OC $L"
+      "3cpio --create $O3 < $M"
+      "$G -t 0 $L > $OG && sync $OG"
+      "$C gen-init-cpio -t 0 -o $OC $L"
+      "3cpio --create $O3 < $M && sync $O3")
+md="$work/results.md"
+csv="$work/results.csv"
+hf=(hyperfine --warmup "$warmup" --runs "$runs" --export-markdown "$md" --export-csv "$csv")
+for i in "${!names[@]}"; do
+    hf+=(-n "${names[$i]}" "${cmds[$i]}")
+done
+# The command line as one would type it (the paths contain no single quotes).
+shown="hyperfine --warmup $warmup --runs $runs --export-markdown $md --export-csv $csv"
+for i in "${!names[@]}"; do
+    shown+=" \\
+  -n '${names[$i]}' '${cmds[$i]}'"
+done
+echo "== $shown" >&2
+"${hf[@]}"
+
+# --- ratios ----------------------------------------------------------------------------
+ratios=$(awk -F, '
+    NR == 1 { next }
+    { name[NR] = $1; mean[NR] = $2 }
+    END {
+        printf "| Command | mean [s] | vs gen_init_cpio (same durability) | vs composer (same durability) |\n"
+        printf "|:---|---:|---:|---:|\n"
+        for (i = 2; i <= NR; i++) {
+            base = (i <= 4) ? 2 : 5        # first three: not durable; last three: durable
+            comp = (i <= 4) ? 3 : 6
+            printf "| %s | %.3f | %.2fx | %.2fx |\n", name[i], mean[i], mean[i] / mean[base], mean[i] / mean[comp]
+        }
+    }' "$csv")
+echo
+echo "Ratios of mean times (below 1 is faster):"
+echo "$ratios"
+
+# --- report ----------------------------------------------------------------------------
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+fstype=$(df --output=fstype "$work" | tail -n 1 | tr -d ' ')
+report="$work/report.md"
+{
+    echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "Machine: $(nproc) CPUs ($cpu), work directory on $fstype, $(uname -sr)."
+    echo
+    echo "Input: \`$tree\` of Debian's $(basename "$kernel_root" | sed 's/^debian-kernel-//'), $files files, $bytes bytes."
+    echo
+    echo "Tools: composer $("$composer" --version | awk '{print $2}') (release build), gen_init_cpio from linux-source-6.12 (cc -O2), $(3cpio --version)."
+    echo
+    echo '```sh'
+    echo "benches/gen-init-cpio.sh --runs $runs --warmup $warmup"
+    echo "# which runs:"
+    echo "$shown" | sed "s|$work|\$WORK|g; s|$repo/|./|g"
+    echo '```'
+    echo
+    sed "s|$work|\$WORK|g; s|$repo|.|g" "$md"
+    echo
+    echo "$ratios"
+} > "$report"
+echo
+echo "Report for book/src/benchmarks.md: $report"
