@@ -135,7 +135,8 @@ pub fn write_entries(
 ) -> Result<BuildReport> {
     let layout = plan::layout_in_order(entries, opts);
     let out = Output::create(output)?;
-    let stats = writer::write(&layout, out.file(), &out.name())?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let stats = writer::write(&layout, out.file(), &out.name(), threads)?;
     out.commit(sync)?;
     let misses = layout
         .records

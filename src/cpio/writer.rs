@@ -34,8 +34,13 @@ struct Sink<'o> {
     out: &'o File,
     out_name: &'o str,
     buf: Vec<u8>,
-    /// Archive bytes handed to the sink so far (written or buffered).
+    /// Archive bytes handed to the sink so far (written or buffered): the
+    /// archive offset of the next byte.
     pos: u64,
+    /// Write at explicit offsets (pwrite, copy_file_range with an output
+    /// offset) so that several sinks can fill one file; otherwise write at
+    /// the file position (pipes, terminals).
+    positional: bool,
     copy_file_range: bool,
     stats: WriteStats,
 }
@@ -47,8 +52,14 @@ impl<'o> Sink<'o> {
 
     fn flush(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            let mut out = self.out;
-            out.write_all(&self.buf).map_err(|e| self.out_err(e))?;
+            if self.positional {
+                let start = self.pos - self.buf.len() as u64;
+                std::os::unix::fs::FileExt::write_all_at(self.out, &self.buf, start)
+                    .map_err(|e| self.out_err(e))?;
+            } else {
+                let mut out = self.out;
+                out.write_all(&self.buf).map_err(|e| self.out_err(e))?;
+            }
             self.buf.clear();
         }
         Ok(())
@@ -83,7 +94,9 @@ impl<'o> Sink<'o> {
             while done < len {
                 let want = (len - done).min(1 << 30) as usize;
                 let mut off_in = done;
-                match rustix::fs::copy_file_range(src, Some(&mut off_in), self.out, None, want) {
+                let mut off_out = self.pos + done;
+                let off_out = self.positional.then_some(&mut off_out);
+                match rustix::fs::copy_file_range(src, Some(&mut off_in), self.out, off_out, want) {
                     Ok(0) => return Err(shrunk(path, len)),
                     Ok(n) => {
                         done += n as u64;
@@ -199,28 +212,97 @@ fn checksum_file(src: &File, path: &Path, len: u64) -> Result<u32> {
 
 /// Writes the layout to `out` (positioned at the archive's start).
 /// `out_name` names the output in error messages.
-pub fn write(layout: &Layout, out: &File, out_name: &str) -> Result<WriteStats> {
+///
+/// A regular file is written by up to `threads` writers at the layout's
+/// offsets, each taking a contiguous share of the bytes; anything else (a
+/// pipe, a terminal) is written in order.
+pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Result<WriteStats> {
+    let append = rustix::fs::fcntl_getfl(out)
+        .map(|f| f.contains(rustix::fs::OFlags::APPEND))
+        .unwrap_or(true);
+    let regular = !append
+        && out.metadata().map(|m| m.is_file()).unwrap_or(false)
+        && rustix::fs::seek(out, rustix::fs::SeekFrom::Current(0)) == Ok(0);
+    if !regular || threads <= 1 || layout.records.len() < 2 {
+        return write_range(layout, &layout.records, out, out_name, regular, true);
+    }
+    out.set_len(layout.size)
+        .map_err(|e| Error::io(out_name, e))?;
+    // Cut the records into `threads` runs of about equal size.
+    let share = layout.size / threads as u64;
+    let mut cuts = vec![0];
+    for (i, r) in layout.records.iter().enumerate() {
+        if r.offset >= share * cuts.len() as u64 && cuts.len() < threads {
+            cuts.push(i);
+        }
+    }
+    cuts.push(layout.records.len());
+    let results: Vec<Result<WriteStats>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cuts
+            .windows(2)
+            .enumerate()
+            .map(|(k, w)| {
+                let records = &layout.records[w[0]..w[1]];
+                let last = k + 2 == cuts.len();
+                scope.spawn(move || write_range(layout, records, out, out_name, true, last))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::usage("internal error: a writer thread panicked"))
+                })
+            })
+            .collect()
+    });
+    let mut total = WriteStats::default();
+    for r in results {
+        let s = r?;
+        total.copy_file_range_bytes += s.copy_file_range_bytes;
+        total.buffered_bytes += s.buffered_bytes;
+    }
+    total.bytes = layout.size;
+    // Leave the file position at the end, as a sequential write would.
+    rustix::fs::seek(out, rustix::fs::SeekFrom::Start(layout.size))
+        .map_err(|e| Error::io(out_name, e.into()))?;
+    Ok(total)
+}
+
+/// Writes `records` (a contiguous run of the layout) and, when `trailer`,
+/// the trailer and the tail padding.
+fn write_range(
+    layout: &Layout,
+    records: &[Record],
+    out: &File,
+    out_name: &str,
+    positional: bool,
+    trailer: bool,
+) -> Result<WriteStats> {
     let mut sink = Sink {
         out,
         out_name,
         buf: Vec::with_capacity(BUFFER + SMALL_FILE as usize),
-        pos: 0,
+        pos: records.first().map_or(layout.trailer_offset, |r| r.offset),
+        positional,
         copy_file_range: true,
         stats: WriteStats::default(),
     };
     let mut small = Vec::new();
-    for record in &layout.records {
+    for record in records {
         debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
         write_record(&mut sink, record, layout.crc, &mut small)?;
     }
-    debug_assert_eq!(sink.pos, layout.trailer_offset);
-    sink.put(&layout.trailer().encode())?;
-    sink.put(TRAILER_NAME)?;
-    let end = sink.pos + 1;
-    sink.zeros(1 + pad_to(end, 4))?;
-    sink.zeros(pad_to(sink.pos, 512))?;
+    if trailer {
+        debug_assert_eq!(sink.pos, layout.trailer_offset);
+        sink.put(&layout.trailer().encode())?;
+        sink.put(TRAILER_NAME)?;
+        let end = sink.pos + 1;
+        sink.zeros(1 + pad_to(end, 4))?;
+        sink.zeros(pad_to(sink.pos, 512))?;
+        debug_assert_eq!(sink.pos, layout.size);
+    }
     sink.flush()?;
-    debug_assert_eq!(sink.pos, layout.size);
     sink.stats.bytes = sink.pos;
     Ok(sink.stats)
 }
