@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::legacy::ListOptions;
 use crate::manifest::LoadOptions;
 use crate::pipeline::{self, BuildReport};
-use crate::plan::{MtimePolicy, PlanOptions};
+use crate::plan::{AlignMode, MtimePolicy, PlanOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,11 +35,38 @@ pub enum Command {
     /// Print a manifest equivalent to a gen_init_cpio list.
     #[command(name = "import-list")]
     ImportList(ImportArgs),
+    /// Print the layout a build would write: offsets, padding, alignment.
+    Plan(PlanArgs),
+    /// Print the files programs need (themselves, their loader, their
+    /// libraries, symlinks on the way), found as the dynamic loader would,
+    /// inside a root, without running them.
+    Deps(DepsArgs),
     /// Print the manifest's JSON Schema.
     Schema,
     /// A drop-in for the kernel's usr/gen_init_cpio: same arguments, same bytes.
     #[command(name = "gen-init-cpio")]
     GenInitCpio(GenInitCpioArgs),
+    /// List the entries of any initrd: every segment, every compression.
+    Inspect(InspectArgs),
+    /// Report everything the kernel would silently drop or reject in an initrd.
+    Verify(VerifyArgs),
+    /// Unpack an initrd into a new or empty directory, never writing outside it.
+    Extract(ExtractArgs),
+    /// Show what differs between two initrds, entry by entry.
+    Diff(DiffArgs),
+    /// Explain why an entry, kernel module or firmware file is in a
+    /// manifest's image; without a target, list its modules and firmware by size.
+    Why(WhyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WhyArgs {
+    /// `PATH MANIFEST` or `MANIFEST [PATH]`: the manifest (.toml, .yaml,
+    /// .yml) and an image path, a module name (`ext4`) or a firmware name.
+    #[arg(value_name = "ARGS", num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub vars: ManifestArgs,
 }
 
 /// Options shared by every command that writes an archive.
@@ -53,16 +80,40 @@ pub struct ArchiveArgs {
     /// Write 070702 headers with 32-bit data checksums.
     #[arg(short = 'c')]
     pub crc: bool,
-    /// Align file data larger than ALIGN bytes to ALIGN (a power of two, or 0
-    /// for none), by gen_init_cpio's rule: pad the file's own name.
+    /// Align the data of files larger than ALIGN bytes to ALIGN (a power of
+    /// two, or 0 for none).
     #[arg(short = 'a', long = "data-align", value_name = "ALIGN")]
     pub align: Option<String>,
+    /// How to reach alignment: `readers` (reorder and pad names so that
+    /// every reader extracts the archive; the default for manifests),
+    /// `kernel-only` (NUL runs between entries, which only the kernel
+    /// accepts), or `gen-init-cpio` (its rule: pad only the file's own name,
+    /// keep the order, miss past PATH_MAX; the default for lists).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub align_mode: Option<AlignModeArg>,
     /// Read the list exactly as gen_init_cpio does, traps included.
     #[arg(long)]
     pub compat: bool,
     /// Do not fsync the archive before renaming it into place.
     #[arg(long)]
     pub no_sync: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlignModeArg {
+    Readers,
+    KernelOnly,
+    GenInitCpio,
+}
+
+impl From<AlignModeArg> for AlignMode {
+    fn from(a: AlignModeArg) -> Self {
+        match a {
+            AlignModeArg::Readers => AlignMode::Readers,
+            AlignModeArg::KernelOnly => AlignMode::KernelOnly,
+            AlignModeArg::GenInitCpio => AlignMode::GenInitCpio,
+        }
+    }
 }
 
 /// Options for reading a manifest.
@@ -127,6 +178,49 @@ pub struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The manifest to plan.
+    #[arg(
+        value_name = "MANIFEST",
+        required_unless_present = "list",
+        conflicts_with = "list"
+    )]
+    pub manifest: Option<PathBuf>,
+    /// Plan a gen_init_cpio list instead.
+    #[arg(long, value_name = "LIST")]
+    pub list: Option<PathBuf>,
+    /// Where the archive would go (for `align = "auto"`).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print only the totals.
+    #[arg(long)]
+    pub summary: bool,
+    #[command(flatten)]
+    pub archive: ArchiveArgs,
+    #[command(flatten)]
+    pub vars: ManifestArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DepsArgs {
+    /// Programs by name (looked up on the search path) or path, inside the root.
+    #[arg(value_name = "PROGRAM", required = true)]
+    pub programs: Vec<PathBuf>,
+    /// Look everything up inside this directory.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Also take the glibc-hwcaps variants this CPU supports.
+    #[arg(long)]
+    pub hwcaps: bool,
+    /// `.note.dlopen` dependencies: none, required, recommended, suggested.
+    #[arg(long, value_name = "LEVEL", default_value = "recommended")]
+    pub dlopen: String,
+}
+
+#[derive(Args, Debug)]
 pub struct ExportArgs {
     #[arg(value_name = "MANIFEST")]
     pub manifest: PathBuf,
@@ -157,6 +251,53 @@ pub struct GenInitCpioArgs {
     /// The list (`-` for standard input).
     #[arg(value_name = "LIST")]
     pub list: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// The image (`-` for standard input).
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+    /// Show mode, links, owner, size, mtime (UTC) and data offset.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// Show the segments: offset, length, compression, size, entries.
+    #[arg(long)]
+    pub segments: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The image (`-` for standard input).
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ExtractArgs {
+    /// The image (`-` for standard input).
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+    /// The directory to create (it may exist if empty).
+    #[arg(short = 'C', long = "directory", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Create block and character device nodes (needs root).
+    #[arg(long)]
+    pub devices: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Report differing mtimes too.
+    #[arg(long)]
+    pub mtime: bool,
 }
 
 /// `-t`: a decimal number of seconds that fits the 32-bit header field.
@@ -211,6 +352,10 @@ fn plan_options(args: &ArchiveArgs, source_date_epoch: bool) -> Result<PlanOptio
             fixed,
             now: pipeline::now(),
         },
+        // A list keeps its order and gen_init_cpio's rule unless asked.
+        mode: args
+            .align_mode
+            .map_or(AlignMode::GenInitCpio, AlignMode::from),
     })
 }
 
@@ -273,6 +418,7 @@ fn prepare(
         overrides.mtime = a.mtime.as_deref().map(parse_mtime).transpose()?;
         overrides.align = a.align.as_deref().map(parse_align).transpose()?;
         overrides.crc = a.crc;
+        overrides.mode = a.align_mode.map(AlignMode::from);
     }
     pipeline::prepare_manifest(manifest, &vars.load_options()?, &overrides, output)
 }
@@ -299,6 +445,31 @@ pub fn run(cli: Cli) -> Result<()> {
                 (None, None) => return Err(Error::usage("name a manifest or --list LIST")),
             };
             print_report(&report);
+        }
+        Command::Why(args) => {
+            let is_manifest =
+                |a: &String| [".toml", ".yaml", ".yml"].iter().any(|e| a.ends_with(e));
+            let (manifest, target) = match args.args.as_slice() {
+                [m] => (m.clone(), None),
+                [a, b] if is_manifest(b) && !is_manifest(a) => (b.clone(), Some(a.clone())),
+                [a, b] => (a.clone(), Some(b.clone())),
+                _ => return Err(Error::usage("usage: composer why PATH MANIFEST")),
+            };
+            let b = prepare(std::path::Path::new(&manifest), &args.vars, None, None)?;
+            for w in &b.lowered.warnings {
+                eprintln!("composer: warning: {w}");
+            }
+            let mut text = crate::manifest::modules::why(&b.lowered.entries, target.as_deref())?;
+            // For files that binaries brought in: every chain of loads.
+            if let (Some(t), Some(res)) = (target.as_deref(), &b.lowered.elf) {
+                let path = std::path::Path::new("/").join(t.trim_start_matches('/'));
+                for chain in res.why(&path) {
+                    text.push_str("  ");
+                    text.push_str(&res.render_chain(&chain));
+                    text.push('\n');
+                }
+            }
+            emit(text.as_bytes(), None)?;
         }
         Command::Check(args) => {
             let b = prepare(&args.manifest, &args.vars, None, None)?;
@@ -336,6 +507,58 @@ pub fn run(cli: Cli) -> Result<()> {
             );
             emit(text.as_bytes(), args.output.as_deref())?;
         }
+        Command::Plan(args) => {
+            let (entries, opts) = match (&args.manifest, &args.list) {
+                (_, Some(list)) => {
+                    let opts = plan_options(&args.archive, true)?;
+                    let list_opts = ListOptions {
+                        compat: args.archive.compat,
+                        ..ListOptions::default()
+                    };
+                    let mut parsed = pipeline::read_list(list, &list_opts)?;
+                    crate::resolve::stat_sources(&mut parsed.entries, args.archive.compat)?;
+                    (parsed.entries, opts)
+                }
+                (Some(m), None) => {
+                    let b = prepare(m, &args.vars, Some(&args.archive), args.output.as_deref())?;
+                    (b.lowered.entries, b.opts)
+                }
+                (None, None) => return Err(Error::usage("name a manifest or --list LIST")),
+            };
+            let layout = crate::plan::plan(&entries, &opts);
+            let summary = crate::plan::report::summarize(&layout, &entries);
+            let text = if args.json {
+                crate::plan::report::render_json(&layout, &summary)
+            } else if args.summary {
+                crate::plan::report::summary_text(&summary)
+            } else {
+                crate::plan::report::render_text(&layout, &summary)
+            };
+            emit(text.as_bytes(), None)?;
+        }
+        Command::Deps(args) => {
+            use crate::resolve::elf::{self, BinaryRequest, ElfOptions, Hwcaps};
+            let mut opts = ElfOptions::new(&args.root);
+            if args.hwcaps {
+                opts.hwcaps = Hwcaps::Host;
+            }
+            opts.dlopen = args.dlopen.parse().map_err(|e: String| {
+                Error::usage(format!("--dlopen {}: {e}", args.dlopen))
+                    .with_hint("one of none, required, recommended, suggested")
+            })?;
+            let requests: Vec<BinaryRequest> =
+                args.programs.iter().map(BinaryRequest::program).collect();
+            let res = elf::resolve(&requests, &opts)?;
+            for w in &res.warnings {
+                eprintln!("composer: warning: {w}");
+            }
+            let mut text = String::new();
+            for p in res.paths() {
+                text.push_str(&p.display().to_string());
+                text.push('\n');
+            }
+            emit(text.as_bytes(), None)?;
+        }
         Command::Schema => {
             emit(crate::manifest::schema_json().as_bytes(), None)?;
         }
@@ -344,6 +567,22 @@ pub fn run(cli: Cli) -> Result<()> {
             let report = build_list(&args.list, &output, &args.archive, false)?;
             print_report(&report);
         }
+        Command::Inspect(args) => {
+            let opts = crate::image::inspect::InspectOptions {
+                long: args.long,
+                segments: args.segments,
+                json: args.json,
+            };
+            crate::image::inspect::run(&args.image, &opts)?;
+        }
+        Command::Verify(args) => crate::image::verify::run(&args.image)?,
+        Command::Extract(args) => {
+            let opts = crate::extract::ExtractOptions {
+                devices: args.devices,
+            };
+            crate::extract::run(&args.image, &args.dir, &opts)?;
+        }
+        Command::Diff(args) => crate::image::diff::run(&args.a, &args.b, args.mtime)?,
     }
     Ok(())
 }

@@ -6,9 +6,12 @@
 //! through [`output`] (atomically).
 
 pub mod cli;
+pub mod compress;
 pub mod cpio;
 pub mod entry;
 pub mod error;
+pub mod extract;
+pub mod image;
 pub mod legacy;
 pub mod manifest;
 pub mod output;

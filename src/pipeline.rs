@@ -72,6 +72,7 @@ pub struct Overrides {
     pub mtime: Option<u32>,
     pub align: Option<u32>,
     pub crc: bool,
+    pub mode: Option<plan::AlignMode>,
 }
 
 /// Loads and lowers a manifest and decides the plan options; `output` is
@@ -101,6 +102,7 @@ pub fn prepare_manifest(
             crc: overrides.crc,
             align,
             mtime: plan::MtimePolicy { fixed, now: 0 },
+            mode: overrides.mode.unwrap_or(lowered.align_mode),
         },
         lowered,
     })
@@ -133,7 +135,7 @@ pub fn write_entries(
     output: &Path,
     sync: bool,
 ) -> Result<BuildReport> {
-    let layout = plan::layout_in_order(entries, opts);
+    let layout = plan::plan(entries, opts);
     let out = Output::create(output)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let stats = writer::write(&layout, out.file(), &out.name(), threads)?;

@@ -13,10 +13,12 @@ use std::path::Path;
 use crate::cpio::header::{pad_to, TRAILER_NAME};
 use crate::entry::display_name;
 use crate::error::{Error, Result};
-use crate::plan::{Data, Layout, Record};
+use crate::plan::{Alignment, Data, Layout, Record};
 
 /// Files up to this size are read into the buffer instead of being copied
 /// with copy_file_range: one read beats a flush and a syscall per file.
+/// Aligned files are always copied with copy_file_range, whatever their
+/// size: their whole blocks can be shared with the source.
 const SMALL_FILE: u64 = 64 * 1024;
 const BUFFER: usize = 1024 * 1024;
 
@@ -28,6 +30,8 @@ pub struct WriteStats {
     pub copy_file_range_bytes: u64,
     /// Data bytes moved through our buffer.
     pub buffered_bytes: u64,
+    /// Padding left as holes instead of written.
+    pub hole_bytes: u64,
 }
 
 struct Sink<'o> {
@@ -76,7 +80,21 @@ impl<'o> Sink<'o> {
 
     fn zeros(&mut self, n: u64) -> Result<()> {
         const ZEROS: [u8; 4096] = [0; 4096];
-        let mut left = n;
+        const BLOCK: u64 = 4096;
+        let end = self.pos + n;
+        // In a pre-sized (sparse) output, whole blocks of zeros are holes:
+        // skip them instead of writing them.
+        if self.positional {
+            let hole_start = self.pos + pad_to(self.pos, BLOCK);
+            let hole_end = end / BLOCK * BLOCK;
+            if hole_end > hole_start {
+                self.zeros(hole_start - self.pos)?;
+                self.flush()?;
+                self.stats.hole_bytes += hole_end - hole_start;
+                self.pos = hole_end;
+            }
+        }
+        let mut left = end - self.pos;
         while left > 0 {
             let k = left.min(ZEROS.len() as u64) as usize;
             self.put(&ZEROS[..k])?;
@@ -86,10 +104,11 @@ impl<'o> Sink<'o> {
     }
 
     /// Copies `len` bytes of `src` from its start; returns an error if the
-    /// file turns out shorter than planned.
-    fn copy(&mut self, src: &File, path: &Path, len: u64) -> Result<()> {
+    /// file turns out shorter than planned. `share`: the data is
+    /// block-aligned, so use copy_file_range even for a small file.
+    fn copy(&mut self, src: &File, path: &Path, len: u64, share: bool) -> Result<()> {
         let mut done: u64 = 0;
-        if self.copy_file_range && len > SMALL_FILE {
+        if self.copy_file_range && (share || len > SMALL_FILE) {
             self.flush()?;
             while done < len {
                 let want = (len - done).min(1 << 30) as usize;
@@ -223,11 +242,18 @@ pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Res
     let regular = !append
         && out.metadata().map(|m| m.is_file()).unwrap_or(false)
         && rustix::fs::seek(out, rustix::fs::SeekFrom::Current(0)) == Ok(0);
-    if !regular || threads <= 1 || layout.records.len() < 2 {
-        return write_range(layout, &layout.records, out, out_name, regular, true);
+    if !regular {
+        return write_range(layout, &layout.records, out, out_name, false, true);
     }
+    // Sized up front: writers fill it at their offsets, padding stays holes.
     out.set_len(layout.size)
         .map_err(|e| Error::io(out_name, e))?;
+    if threads <= 1 || layout.records.len() < 2 {
+        let stats = write_range(layout, &layout.records, out, out_name, true, true)?;
+        rustix::fs::seek(out, rustix::fs::SeekFrom::Start(layout.size))
+            .map_err(|e| Error::io(out_name, e.into()))?;
+        return Ok(stats);
+    }
     // Cut the records into `threads` runs of about equal size.
     let share = layout.size / threads as u64;
     let mut cuts = vec![0];
@@ -261,6 +287,7 @@ pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Res
         let s = r?;
         total.copy_file_range_bytes += s.copy_file_range_bytes;
         total.buffered_bytes += s.buffered_bytes;
+        total.hole_bytes += s.hole_bytes;
     }
     total.bytes = layout.size;
     // Leave the file position at the end, as a sequential write would.
@@ -283,13 +310,16 @@ fn write_range(
         out,
         out_name,
         buf: Vec::with_capacity(BUFFER + SMALL_FILE as usize),
-        pos: records.first().map_or(layout.trailer_offset, |r| r.offset),
+        pos: records
+            .first()
+            .map_or(layout.trailer_offset, |r| r.offset - r.lead as u64),
         positional,
         copy_file_range: true,
         stats: WriteStats::default(),
     };
     let mut small = Vec::new();
     for record in records {
+        sink.zeros(record.lead as u64)?;
         debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
         write_record(&mut sink, record, layout.crc, &mut small)?;
     }
@@ -315,7 +345,8 @@ fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>
         Data::File(source) if size > 0 => {
             let path = source.path.as_path();
             let src = File::open(path).map_err(|e| Error::io(path, e))?;
-            if size <= SMALL_FILE {
+            let aligned = matches!(record.alignment, Alignment::Aligned(_));
+            if size <= SMALL_FILE && !aligned {
                 small.resize(size as usize, 0);
                 let n = read_full(&mut &src, small).map_err(|e| Error::io(path, e))?;
                 if n < small.len() {
@@ -336,7 +367,7 @@ fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>
                 sink.put(&header.encode())?;
                 sink.put(record.name)?;
                 sink.zeros(name_fill)?;
-                sink.copy(&src, path, size)?;
+                sink.copy(&src, path, size, aligned)?;
             }
         }
         Data::Inline(bytes) => {

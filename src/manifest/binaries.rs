@@ -1,12 +1,117 @@
-//! Glue between `binaries` rules and ELF resolution.
+//! Glue between `binaries` rules and ELF resolution: requests are
+//! collected while rules are expanded, resolved together (one loader, one
+//! cache), and their files and symlinks become items of the image.
 
-use super::lower::Lowerer;
-use crate::entry::Origin;
-use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
-pub(super) fn add(_lw: &mut Lowerer, name: &str, _optional: bool, origin: Origin) -> Result<()> {
-    Err(Error::at(
-        origin,
-        format!("binary `{name}`: ELF resolution is being wired in"),
-    ))
+use super::load::Loaded;
+use super::lower::{BinaryItem, Lowerer};
+use super::model::{DlopenSpec, HwcapsSpec};
+use crate::entry::{Kind, Origin, Source};
+use crate::error::{Error, Result, Warning};
+use crate::resolve::elf::{self, BinaryRequest, DlopenLevel, ElfOptions, Hwcaps, Item};
+
+/// The resolver's options from the merged `[elf]` settings.
+pub(super) fn options(loaded: &Loaded) -> ElfOptions {
+    let mut opts = ElfOptions::new(&loaded.root);
+    for doc in &loaded.docs {
+        let Some(e) = &doc.manifest.elf else { continue };
+        if let Some(p) = &e.search_path {
+            opts.search_path = p.iter().map(PathBuf::from).collect();
+        }
+        if let Some(h) = &e.hwcaps {
+            opts.hwcaps = match h {
+                HwcapsSpec::Enabled(false) => Hwcaps::Off,
+                HwcapsSpec::Enabled(true) => Hwcaps::Host,
+                HwcapsSpec::Only(names) => Hwcaps::Only(names.clone()),
+            };
+        }
+        if let Some(d) = e.dlopen {
+            opts.dlopen = match d {
+                DlopenSpec::None => DlopenLevel::None,
+                DlopenSpec::Required => DlopenLevel::Required,
+                DlopenSpec::Recommended => DlopenLevel::Recommended,
+                DlopenSpec::Suggested => DlopenLevel::Suggested,
+            };
+        }
+    }
+    opts
+}
+
+/// A program named by a `binaries` entry or a `[[binary]]` rule.
+pub(super) fn program(name: &str, optional: bool, origin: Origin) -> BinaryRequest {
+    BinaryRequest::program(name).optional(optional).at(origin)
+}
+
+/// A library named in `[elf] libraries`.
+pub(super) fn library(soname: &str, origin: Origin) -> BinaryRequest {
+    BinaryRequest::library(soname).at(origin)
+}
+
+/// Resolves every request and adds the files and symlinks they need;
+/// returns the resolution (for `composer why`).
+pub(super) fn add_all(
+    lw: &mut Lowerer,
+    requests: &[BinaryRequest],
+    opts: &ElfOptions,
+    warnings: &mut Vec<Warning>,
+) -> Result<Option<elf::Resolution>> {
+    if requests.is_empty() {
+        return Ok(None);
+    }
+    let res = elf::resolve(requests, opts)?;
+    warnings.extend(res.warnings.iter().cloned());
+    // The first request that loaded a path is where the path comes from.
+    let mut origin_of: HashMap<&Path, &Origin> = HashMap::new();
+    for r in &res.requests {
+        let Some(origin) = &r.request.origin else {
+            continue;
+        };
+        for o in &r.objects {
+            origin_of.entry(o.path.as_path()).or_insert(origin);
+            origin_of.entry(o.real.as_path()).or_insert(origin);
+            for (link, _) in &o.links {
+                origin_of.entry(link.as_path()).or_insert(origin);
+            }
+        }
+    }
+    let fallback = requests
+        .iter()
+        .find_map(|r| r.origin.clone())
+        .unwrap_or_default();
+    for (path, item) in &res.items {
+        let origin = origin_of.get(path.as_path()).map_or(&fallback, |o| o);
+        let dest = path.as_os_str().as_bytes().to_vec();
+        let b = match item {
+            Item::File { source } => {
+                let meta = std::fs::metadata(source).map_err(|e| {
+                    Error::at(origin.clone(), format!("`{}`: {e}", source.display()))
+                })?;
+                BinaryItem {
+                    dest,
+                    mode: lw.source_file_mode(&meta),
+                    kind: Kind::File {
+                        source: Source {
+                            path: source.clone(),
+                            size: meta.len(),
+                            mtime: meta.mtime(),
+                        },
+                        links: vec![],
+                    },
+                }
+            }
+            Item::Symlink { target } => BinaryItem {
+                dest,
+                mode: 0o777,
+                kind: Kind::Symlink {
+                    target: target.as_os_str().as_bytes().to_vec(),
+                },
+            },
+        };
+        lw.add_binary_item(b, origin)?;
+    }
+    Ok(Some(res))
 }

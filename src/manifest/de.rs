@@ -48,6 +48,14 @@ impl de::Error for DeError {
         }
     }
 
+    fn missing_field(field: &'static str) -> Self {
+        DeError {
+            pos: None,
+            message: format!("missing key `{field}`"),
+            hint: None,
+        }
+    }
+
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
         let hint = match nearest(field, expected) {
             Some(n) => format!("did you mean `{n}`?"),

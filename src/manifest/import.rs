@@ -10,7 +10,8 @@ use crate::entry::{DeviceKind, Entry, Kind};
 
 fn path_value(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
-        Ok(s) => toml::Value::String(s.to_string()).to_string(),
+        // `${` would be expanded as a variable; `$${` keeps it literal.
+        Ok(s) => toml::Value::String(s.replace("${", "$${")).to_string(),
         Err(_) => format!("{{ escaped = {} }}", toml::Value::String(escape(bytes))),
     }
 }

@@ -83,11 +83,13 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
             None => err,
         }
     })?;
+    // Absolute, so that sources found beside the manifest stay valid from
+    // any working directory (export-list writes them into lists).
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+        .unwrap_or(Path::new("."));
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     Ok(Doc {
         file,
         dir,
@@ -96,7 +98,7 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
 }
 
 /// Expands `${name}` in `text` with `vars`; an unknown name is an error at
-/// its position.
+/// its position. `$${` stands for a literal `${`.
 pub fn expand(
     text: &str,
     pos: Pos,
@@ -107,12 +109,20 @@ pub fn expand(
     let mut rest = text;
     let mut offset = 0;
     while let Some(start) = rest.find("${") {
+        // `$${` is a literal `${`.
+        if rest[..start].ends_with('$') {
+            out.push_str(&rest[..start - 1]);
+            out.push_str("${");
+            offset += start + 2;
+            rest = &rest[start + 2..];
+            continue;
+        }
         let Some(len) = rest[start + 2..].find('}') else {
             break;
         };
         let name = &rest[start + 2..start + 2 + len];
         let Some(value) = vars.get(name) else {
-            let column = pos.column + 1 + (offset + start) as u32;
+            let column = var_column(file, pos, offset + start, name);
             let mut known: Vec<&str> = vars.keys().map(String::as_str).collect();
             known.sort();
             let hint = match super::de::nearest(name, &known) {
@@ -136,6 +146,30 @@ pub fn expand(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The column of the unknown `${name}` whose value starts at `pos`: looked
+/// up in the manifest's own line, so that it is exact for quoted and plain
+/// (YAML) strings alike; `offset` (bytes into the value) is the fallback
+/// for values that span lines or contain escapes.
+fn var_column(file: &str, pos: Pos, offset: usize, name: &str) -> u32 {
+    let needle = format!("${{{name}}}");
+    let in_line = std::fs::read_to_string(file).ok().and_then(|text| {
+        let line = text.lines().nth(pos.line.checked_sub(1)? as usize)?;
+        let from = line
+            .char_indices()
+            .nth(pos.column.checked_sub(1)? as usize)?
+            .0;
+        let mut i = from;
+        loop {
+            let at = i + line[i..].find(&needle)?;
+            if !line[..at].ends_with('$') {
+                return Some(pos.column + line[from..at].chars().count() as u32);
+            }
+            i = at + needle.len();
+        }
+    });
+    in_line.unwrap_or(pos.column + 1 + offset as u32)
 }
 
 /// The running kernel's release, the default `${kver}` as for dracut and
@@ -256,10 +290,19 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         opts,
         docs: Vec::new(),
         stack: Vec::new(),
-        vars,
+        vars: vars.clone(),
     };
     loader.cli_vars();
     loader.load(path, None)?;
+    // Variables, like every setting, follow the documents' order (an
+    // include's value yields to the including file's); the command line wins.
+    loader.vars = vars;
+    for doc in &loader.docs {
+        for (k, v) in &doc.manifest.vars {
+            loader.vars.insert(k.clone(), v.value.clone());
+        }
+    }
+    loader.cli_vars();
     let mut defaults = Defaults::default();
     let mut image = ImageSettings::default();
     let mut root = PathBuf::from("/");
@@ -271,6 +314,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         if let Some(i) = &m.image {
             image.order = i.order.or(image.order);
             image.parents = i.parents.or(image.parents);
+            image.align_mode = i.align_mode.or(image.align_mode);
         }
         if let Some(r) = &m.root {
             root = doc.dir.join(expand(r, r.pos, &doc.file, &loader.vars)?);
@@ -293,4 +337,34 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         defaults,
         image,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_documents_win_for_vars() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        std::fs::create_dir(p.join("d")).unwrap();
+        let a = "include = [\"b.toml\"]\ndropins = \"d\"\n[vars]\nx = \"a\"\ny = \"a\"\n";
+        std::fs::write(p.join("a.toml"), a).unwrap();
+        std::fs::write(
+            p.join("b.toml"),
+            "[vars]\nx = \"b\"\ny = \"b\"\nz = \"b\"\n",
+        )
+        .unwrap();
+        std::fs::write(p.join("d/1.toml"), "[vars]\ny = \"d\"\n").unwrap();
+        let l = load(&p.join("a.toml"), &LoadOptions::default()).unwrap();
+        assert_eq!(l.vars["x"], "a", "the file wins over its include");
+        assert_eq!(l.vars["y"], "d", "a drop-in wins over the file");
+        assert_eq!(l.vars["z"], "b");
+        let opts = LoadOptions {
+            set: vec![("y".into(), "cli".into())],
+            ..LoadOptions::default()
+        };
+        let l = load(&p.join("a.toml"), &opts).unwrap();
+        assert_eq!(l.vars["y"], "cli", "--set wins over every manifest");
+    }
 }

@@ -48,7 +48,10 @@ pub enum MtimeChoice {
 #[derive(Debug)]
 pub struct Lowered {
     pub entries: Vec<Entry>,
+    /// How `binaries` were resolved, for `composer why`.
+    pub elf: Option<crate::resolve::elf::Resolution>,
     pub align: DefaultAlign,
+    pub align_mode: crate::plan::AlignMode,
     pub mtime: MtimeChoice,
     pub warnings: Vec<Warning>,
 }
@@ -74,13 +77,38 @@ struct Item {
     claim: Claim,
 }
 
+impl Item {
+    /// An entry a rule declares outright (not a directory met on a walk).
+    fn declared(
+        dest: Vec<u8>,
+        kind: Kind,
+        mode: u32,
+        owner: (Option<u32>, Option<u32>),
+        origin: Origin,
+    ) -> Item {
+        Item {
+            dest,
+            kind,
+            mode,
+            uid: owner.0,
+            gid: owner.1,
+            mtime: None,
+            align: AlignHint::Default,
+            origin,
+            claim: Claim::Declared,
+        }
+    }
+}
+
 pub(super) struct Lowerer<'a> {
     loaded: &'a Loaded,
     root: Root,
     items: Vec<Item>,
-    /// (link name, target image path, origin)
-    hardlinks: Vec<(Vec<u8>, Vec<u8>, Origin)>,
+    /// (link name, target image path, origin, where the target is named)
+    hardlinks: Vec<(Vec<u8>, Vec<u8>, Origin, Origin)>,
     warnings: Vec<Warning>,
+    /// Programs and libraries to resolve together once every rule is read.
+    binary_requests: Vec<crate::resolve::elf::BinaryRequest>,
     file_mode: ModeOrSource,
     dir_mode: u32,
     source_mtimes: bool,
@@ -171,6 +199,20 @@ impl Lowerer<'_> {
 
     fn string(&self, doc: &Doc, t: &Spanned<String>) -> Result<String> {
         expand(t, t.pos, &doc.file, &self.loaded.vars)
+    }
+
+    /// Where a source lives on the host: an absolute path inside the root,
+    /// a relative one beside the manifest that names it (for files that
+    /// belong to the manifest, such as an /init script).
+    fn source(&self, doc: &Doc, src: &[u8], pos: Pos) -> Result<PathBuf> {
+        let path = Path::new(OsStr::from_bytes(src));
+        if src.starts_with(b"/") {
+            self.root
+                .resolve(path, true)
+                .map_err(|e| Error::at(doc.origin(pos), e.to_string()))
+        } else {
+            Ok(doc.dir.join(path))
+        }
     }
 
     fn origin(doc: &Doc, pos: Pos, rule: &str) -> Origin {
@@ -323,6 +365,14 @@ impl Lowerer<'_> {
         );
         rules.extend(m.tree.iter().enumerate().map(|(i, r)| (r.pos, R::Tree(i))));
         rules.extend(m.glob.iter().enumerate().map(|(i, r)| (r.pos, R::Glob(i))));
+        if let Some(elf) = &m.elf {
+            for lib in &elf.libraries {
+                let name = self.string(doc, lib)?;
+                let origin = Self::origin(doc, lib.pos, &format!("library {name}"));
+                self.binary_requests
+                    .push(super::binaries::library(&name, origin));
+            }
+        }
         rules.sort_by_key(|(p, _)| *p);
         for (pos, rule) in rules {
             match rule {
@@ -347,10 +397,7 @@ impl Lowerer<'_> {
                         Some(d) => self.text(doc, d)?,
                         None => src.clone(),
                     };
-                    let host = self
-                        .root
-                        .resolve(Path::new(OsStr::from_bytes(&src)), true)
-                        .map_err(|e| Error::at(doc.origin(r.src.pos), e.to_string()))?;
+                    let host = self.source(doc, &src, r.src.pos)?;
                     let meta = match std::fs::metadata(&host) {
                         Ok(m) => m,
                         Err(_) if r.optional => continue,
@@ -372,43 +419,34 @@ impl Lowerer<'_> {
                         )
                         .with_hint("use a [[tree]] for a directory, [[node]] for a device"));
                     }
-                    let dest = normalise(&dst, &origin)?;
+                    let dst_at = r.dst.as_ref().map_or(r.src.pos, |d| d.pos);
+                    let dest = normalise(&dst, &doc.origin(dst_at))?;
                     let source = Source {
                         path: host,
                         size: meta.len(),
                         mtime: meta.mtime(),
                     };
-                    self.push(Item {
-                        dest,
-                        mode: self.file_mode(r.mode, &meta),
-                        kind: Kind::File {
-                            source,
-                            links: vec![],
-                        },
-                        uid: r.uid,
-                        gid: r.gid,
-                        mtime: None,
-                        align: align_hint(r.align),
-                        origin,
-                        claim: Claim::Declared,
-                    });
+                    let kind = Kind::File {
+                        source,
+                        links: vec![],
+                    };
+                    let mode = self.file_mode(r.mode, &meta);
+                    let mut item = Item::declared(dest, kind, mode, (r.uid, r.gid), origin);
+                    item.align = align_hint(r.align);
+                    self.push(item);
                 }
                 R::Dir(i) => {
                     let r = &m.dir[i].value;
                     let path = self.text(doc, &r.path)?;
                     let origin = Self::origin(doc, pos, "dir");
-                    let dest = normalise(&path, &origin)?;
-                    self.push(Item {
+                    let dest = normalise(&path, &doc.origin(r.path.pos))?;
+                    self.push(Item::declared(
                         dest,
-                        kind: Kind::Dir,
-                        mode: r.mode.map_or(self.dir_mode, |m| m.0),
-                        uid: r.uid,
-                        gid: r.gid,
-                        mtime: None,
-                        align: AlignHint::Default,
+                        Kind::Dir,
+                        r.mode.map_or(self.dir_mode, |m| m.0),
+                        (r.uid, r.gid),
                         origin,
-                        claim: Claim::Declared,
-                    });
+                    ));
                 }
                 R::Symlink(i) => {
                     let r = &m.symlink[i].value;
@@ -421,49 +459,38 @@ impl Lowerer<'_> {
                             "symlink target must be 1 to 4095 bytes",
                         ));
                     }
-                    let dest = normalise(&path, &origin)?;
-                    self.push(Item {
+                    let dest = normalise(&path, &doc.origin(r.path.pos))?;
+                    self.push(Item::declared(
                         dest,
-                        kind: Kind::Symlink { target },
-                        mode: r.mode.map_or(0o777, |m| m.0),
-                        uid: r.uid,
-                        gid: r.gid,
-                        mtime: None,
-                        align: AlignHint::Default,
+                        Kind::Symlink { target },
+                        r.mode.map_or(0o777, |m| m.0),
+                        (r.uid, r.gid),
                         origin,
-                        claim: Claim::Declared,
-                    });
+                    ));
                 }
                 R::Hardlink(i) => {
                     let r = &m.hardlink[i].value;
                     let origin = Self::origin(doc, pos, "hardlink");
-                    let path = normalise(&self.text(doc, &r.path)?, &origin)?;
-                    let target = normalise(&self.text(doc, &r.target)?, &doc.origin(r.target.pos))?;
-                    self.hardlinks.push((path, target, origin));
+                    let path = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
+                    let target_at = Self::origin(doc, r.target.pos, "hardlink");
+                    let target = normalise(&self.text(doc, &r.target)?, &target_at)?;
+                    self.hardlinks.push((path, target, origin, target_at));
                 }
                 R::Node(i) => {
                     let r = &m.node[i].value;
                     let origin = Self::origin(doc, pos, "node");
-                    let dest = normalise(&self.text(doc, &r.path)?, &origin)?;
+                    let dest = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
                     let kind = match r.kind {
                         super::model::NodeType::Char => DeviceKind::Char,
                         super::model::NodeType::Block => DeviceKind::Block,
                     };
-                    self.push(Item {
-                        dest,
-                        kind: Kind::Node {
-                            kind,
-                            major: r.major,
-                            minor: r.minor,
-                        },
-                        mode: r.mode.map_or(0o600, |m| m.0),
-                        uid: r.uid,
-                        gid: r.gid,
-                        mtime: None,
-                        align: AlignHint::Default,
-                        origin,
-                        claim: Claim::Declared,
-                    });
+                    let kind = Kind::Node {
+                        kind,
+                        major: r.major,
+                        minor: r.minor,
+                    };
+                    let mode = r.mode.map_or(0o600, |m| m.0);
+                    self.push(Item::declared(dest, kind, mode, (r.uid, r.gid), origin));
                 }
                 R::Pipe(i) | R::Socket(i) => {
                     let (r, kind, word) = match rule {
@@ -471,18 +498,14 @@ impl Lowerer<'_> {
                         _ => (&m.socket[i].value, Kind::Socket, "socket"),
                     };
                     let origin = Self::origin(doc, pos, word);
-                    let dest = normalise(&self.text(doc, &r.path)?, &origin)?;
-                    self.push(Item {
+                    let dest = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
+                    self.push(Item::declared(
                         dest,
                         kind,
-                        mode: r.mode.map_or(0o644, |m| m.0),
-                        uid: r.uid,
-                        gid: r.gid,
-                        mtime: None,
-                        align: AlignHint::Default,
+                        r.mode.map_or(0o644, |m| m.0),
+                        (r.uid, r.gid),
                         origin,
-                        claim: Claim::Declared,
-                    });
+                    ));
                 }
                 R::Tree(i) => self.tree(doc, pos, &m.tree[i].value)?,
                 R::Glob(i) => self.glob(doc, pos, &m.glob[i].value)?,
@@ -498,11 +521,9 @@ impl Lowerer<'_> {
             Some(d) => self.text(doc, d)?,
             None => src.clone(),
         };
-        let dst = normalise(&dst, &origin)?;
-        let host = self
-            .root
-            .resolve(Path::new(OsStr::from_bytes(&src)), true)
-            .map_err(|e| Error::at(doc.origin(r.src.pos), e.to_string()))?;
+        let dst_at = r.dst.as_ref().map_or(r.src.pos, |d| d.pos);
+        let dst = normalise(&dst, &doc.origin(dst_at))?;
+        let host = self.source(doc, &src, r.src.pos)?;
         if !host.is_dir() {
             if r.optional && !host.exists() {
                 return Ok(());
@@ -566,7 +587,8 @@ impl Lowerer<'_> {
             if meta.is_file() && meta.nlink() > 1 {
                 let key = (meta.dev(), meta.ino());
                 if let Some(first) = seen_inodes.get(&key) {
-                    self.hardlinks.push((dest, first.clone(), origin.clone()));
+                    self.hardlinks
+                        .push((dest, first.clone(), origin.clone(), origin.clone()));
                     continue;
                 }
                 seen_inodes.insert(key, dest.clone());
@@ -676,37 +698,34 @@ impl Lowerer<'_> {
     }
 
     fn binary(&mut self, name: &str, optional: bool, origin: Origin) -> Result<()> {
-        super::binaries::add(self, name, optional, origin)
+        self.binary_requests
+            .push(super::binaries::program(name, optional, origin));
+        Ok(())
     }
 }
 
-/// Access for the binary resolution glue (`binaries.rs`).
-#[allow(dead_code)]
+/// A file or symlink that binary resolution adds.
 pub(super) struct BinaryItem {
     pub dest: Vec<u8>,
     pub kind: Kind,
     pub mode: u32,
 }
 
-#[allow(dead_code)]
 impl Lowerer<'_> {
-    pub(super) fn root(&self) -> &Root {
-        &self.root
+    /// The mode a file without a mode of its own gets.
+    pub(super) fn source_file_mode(&self, meta: &std::fs::Metadata) -> u32 {
+        self.file_mode(None, meta)
     }
 
     pub(super) fn add_binary_item(&mut self, b: BinaryItem, origin: &Origin) -> Result<()> {
         let dest = normalise(&b.dest, origin)?;
-        self.push(Item {
+        self.push(Item::declared(
             dest,
-            kind: b.kind,
-            mode: b.mode,
-            uid: None,
-            gid: None,
-            mtime: None,
-            align: AlignHint::Default,
-            origin: origin.clone(),
-            claim: Claim::Declared,
-        });
+            b.kind,
+            b.mode,
+            (None, None),
+            origin.clone(),
+        ));
         Ok(())
     }
 }
@@ -772,6 +791,7 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
         items: Vec::new(),
         hardlinks: Vec::new(),
         warnings: Vec::new(),
+        binary_requests: Vec::new(),
         file_mode: d.file_mode.unwrap_or(ModeOrSource::Source),
         dir_mode: d.dir_mode.map_or(0o755, |m| m.0),
         source_mtimes: mtime == MtimeChoice::Source,
@@ -779,6 +799,16 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
     for doc in &loaded.docs {
         lw.rules(doc)?;
     }
+    let requests = std::mem::take(&mut lw.binary_requests);
+    let mut warnings = Vec::new();
+    let elf = super::binaries::add_all(
+        &mut lw,
+        &requests,
+        &super::binaries::options(loaded),
+        &mut warnings,
+    )?;
+    super::modules::add_all(&mut lw, loaded, &mut warnings)?;
+    lw.warnings.append(&mut warnings);
     let mut items = std::mem::take(&mut lw.items);
 
     // Merged /usr: rewrite destinations through directory symlinks of the image.
@@ -787,6 +817,21 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
         .filter(|i| i.kind == Kind::Dir)
         .map(|i| i.dest.clone())
         .collect();
+    // Every directory some item is placed under, and what each path is.
+    let mut ancestors: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let mut non_dirs: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for i in &items {
+        let mut p = parent(&i.dest);
+        while let Some(d) = p {
+            if !ancestors.insert(d) {
+                break;
+            }
+            p = parent(d);
+        }
+        if i.kind != Kind::Dir {
+            non_dirs.insert(&i.dest);
+        }
+    }
     let mut links: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     for i in &items {
         if let Kind::Symlink { target } = &i.kind {
@@ -799,12 +844,16 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
                 j
             };
             if let Ok(t) = normalise(&joined, &i.origin) {
-                if dirs.contains(&t) {
+                // A link to a directory of the image, or one that entries are
+                // placed under (its target then becomes their parent).
+                let used = ancestors.contains(i.dest.as_slice());
+                if dirs.contains(&t) || (used && !non_dirs.contains(t.as_slice())) {
                     links.insert(i.dest.clone(), t);
                 }
             }
         }
     }
+    drop((ancestors, non_dirs));
     if !links.is_empty() {
         for i in &mut items {
             i.dest = through_links(&i.dest, &links);
@@ -845,10 +894,10 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
     }
 
     // Hardlinks: each name joins the file it targets.
-    for (name, target, origin) in std::mem::take(&mut lw.hardlinks) {
+    for (name, target, origin, target_at) in std::mem::take(&mut lw.hardlinks) {
         let Some(&k) = index.get(&target) else {
             return Err(Error::at(
-                origin,
+                target_at,
                 format!(
                     "hardlink target `/{}` is not a file in the image",
                     display_name(&target)
@@ -863,7 +912,7 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
             Kind::File { links, .. } => links.push(name.clone()),
             _ => {
                 return Err(Error::at(
-                    origin,
+                    target_at,
                     format!(
                         "hardlink target `/{}` is not a regular file",
                         display_name(&target)
@@ -974,9 +1023,16 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
     };
     let _: &BTreeMap<String, String> = &loaded.vars;
     let _: PathBuf = loaded.root.clone();
+    let align_mode = match loaded.image.align_mode {
+        None | Some(super::model::AlignModeSpec::Readers) => crate::plan::AlignMode::Readers,
+        Some(super::model::AlignModeSpec::KernelOnly) => crate::plan::AlignMode::KernelOnly,
+        Some(super::model::AlignModeSpec::GenInitCpio) => crate::plan::AlignMode::GenInitCpio,
+    };
     Ok(Lowered {
         entries,
+        elf,
         align,
+        align_mode,
         mtime,
         warnings: lw.warnings,
     })

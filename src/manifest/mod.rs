@@ -4,7 +4,8 @@
 //! * `de`: serde over that tree, so every error has a line and column;
 //! * `model`: the typed manifest (and the JSON Schema source);
 //! * `load`: includes, drop-ins, variables, merged settings;
-//! * `lower`: rules to entries (trees, globs, binaries, parents, merged /usr).
+//! * `lower`: rules to entries (trees, globs, binaries, parents, merged /usr);
+//! * `modules`: kernel modules, their firmware and metadata, `composer why`.
 
 mod binaries;
 pub mod de;
@@ -12,6 +13,7 @@ pub mod import;
 pub mod load;
 pub mod lower;
 pub mod model;
+pub mod modules;
 pub mod node;
 
 pub use load::{load, LoadOptions, Loaded};

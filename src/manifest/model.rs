@@ -39,6 +39,19 @@ pub struct Manifest {
     pub binaries: Vec<Spanned<String>>,
     #[serde(default)]
     pub binary: Vec<Spanned<BinaryRule>>,
+    /// How `binaries` are resolved.
+    #[serde(default)]
+    pub elf: Option<Spanned<ElfSettings>>,
+    /// Kernel modules by name or alias (`ext4`, `fs-ext4`), with the
+    /// modules they need, as modprobe loads them.
+    #[serde(default)]
+    pub modules: Vec<Spanned<String>>,
+    /// Module selections with patterns, exclusions or host mode.
+    #[serde(default)]
+    pub module: Vec<Spanned<ModuleRule>>,
+    /// Which firmware files of the included modules to take.
+    #[serde(default)]
+    pub firmware: Option<Spanned<FirmwareSettings>>,
     #[serde(default)]
     pub file: Vec<Spanned<FileRule>>,
     #[serde(default)]
@@ -92,6 +105,21 @@ pub struct ImageSettings {
     pub order: Option<Order>,
     /// Create missing parent directories (default true).
     pub parents: Option<bool>,
+    /// How data alignment is reached: `"readers"` (default: reorder, fill
+    /// gaps with small entries, pad names and repeat directory entries; every
+    /// reader extracts the archive), `"kernel-only"` (NUL runs between
+    /// entries: least padding, but only the kernel reads it), or
+    /// `"gen-init-cpio"` (its rule: keep the order, pad only the file's own
+    /// name, miss past PATH_MAX).
+    pub align_mode: Option<AlignModeSpec>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum AlignModeSpec {
+    Readers,
+    KernelOnly,
+    GenInitCpio,
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +133,8 @@ pub enum Order {
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct FileRule {
-    /// Path of the source, inside the root.
+    /// The source: an absolute path is looked up inside the root, a
+    /// relative one beside this manifest.
     pub src: Spanned<PathText>,
     /// Path in the image; default the source's path.
     pub dst: Option<Spanned<PathText>>,
@@ -181,7 +210,8 @@ pub struct SpecialRule {
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct TreeRule {
-    /// The source directory, inside the root.
+    /// The source directory: absolute inside the root, relative beside this
+    /// manifest.
     pub src: Spanned<PathText>,
     /// Where it goes in the image; default the same path.
     pub dst: Option<Spanned<PathText>>,
@@ -220,6 +250,106 @@ pub struct BinaryRule {
     /// Skip, instead of failing, when the binary or a library is missing.
     #[serde(default)]
     pub optional: bool,
+}
+
+/// A selection of kernel modules (of the kernel `${kver}` in the root).
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleRule {
+    /// Module names or aliases, as for `modprobe NAME`.
+    #[serde(default)]
+    pub names: Vec<Spanned<String>>,
+    /// Glob patterns of module files relative to the module directory,
+    /// e.g. `kernel/drivers/block/**`.
+    #[serde(default)]
+    pub patterns: Vec<Spanned<String>>,
+    /// Module names or file patterns this rule leaves out. Hard
+    /// dependencies of what it takes are kept.
+    #[serde(default)]
+    pub exclude: Vec<Spanned<String>>,
+    /// The modules the running machine uses: its devices' modaliases
+    /// matched against the tree's aliases, and what /proc/modules lists.
+    #[serde(default)]
+    pub host: bool,
+    /// Skip names that match no module instead of failing.
+    #[serde(default)]
+    pub optional: bool,
+    /// Take the firmware files the selected modules ask for (default true).
+    pub firmware: Option<bool>,
+}
+
+/// Firmware of the included modules.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareSettings {
+    /// Glob patterns of firmware names to take (default: all).
+    #[serde(default)]
+    pub include: Vec<Spanned<String>>,
+    /// Glob patterns of firmware names to leave out.
+    #[serde(default)]
+    pub exclude: Vec<Spanned<String>>,
+}
+
+/// Options for resolving binaries and the libraries they load.
+#[derive(Deserialize, JsonSchema, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ElfSettings {
+    /// Directories (inside the root) searched for binaries named without a
+    /// `/`. Default: /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin,
+    /// /sbin, /bin.
+    pub search_path: Option<Vec<String>>,
+    /// CPU-specific glibc-hwcaps library variants: `false` (default: the
+    /// image runs on any CPU of the architecture), `true` (those this
+    /// machine's CPU supports), or a list of subdirectory names such as
+    /// `["x86-64-v3"]`.
+    pub hwcaps: Option<HwcapsSpec>,
+    /// Which `.note.dlopen` dependencies to include.
+    pub dlopen: Option<DlopenSpec>,
+    /// Extra libraries by soname (e.g. `libnss_files.so.2`), with their
+    /// dependencies.
+    #[serde(default)]
+    pub libraries: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DlopenSpec {
+    None,
+    Required,
+    /// The default.
+    Recommended,
+    Suggested,
+}
+
+/// `true`, `false`, or a list of glibc-hwcaps subdirectory names.
+#[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[schemars(untagged)]
+pub enum HwcapsSpec {
+    Enabled(bool),
+    Only(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for HwcapsSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HwcapsSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("true, false, or a list of glibc-hwcaps names")
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<HwcapsSpec, E> {
+                Ok(HwcapsSpec::Enabled(b))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<HwcapsSpec, A::Error> {
+                let mut v = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    v.push(s);
+                }
+                Ok(HwcapsSpec::Only(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A path: a string, or `{ escaped = '...' }` with `\xHH` escapes for bytes

@@ -268,9 +268,17 @@ pub mod yaml_doc {
                     }
                 }
                 Event::SequenceEnd | Event::MappingEnd => {
-                    if let Some((node, _)) = self.stack.pop() {
+                    if let Some((mut node, _)) = self.stack.pop() {
+                        let opened = node.pos;
+                        // yaml-rust2 marks a block mapping at its first `:`;
+                        // the mapping starts at its first key.
+                        if let Value::Map(entries) = &node.value {
+                            if let Some((key, _)) = entries.first() {
+                                node.pos = node.pos.min(key.pos);
+                            }
+                        }
                         for v in self.anchors.values_mut() {
-                            if v.pos == node.pos && v.value == Value::Null {
+                            if v.pos == opened && v.value == Value::Null {
                                 *v = node.clone();
                             }
                         }
@@ -350,6 +358,18 @@ mod tests {
         assert_eq!(items[1].value, Value::Str("0755".into()));
         assert_eq!(items[2].value, Value::Int(0o17));
         assert_eq!(items[3].value, Value::Bool(true));
+    }
+
+    #[test]
+    fn yaml_mappings_start_at_their_first_key() {
+        let n = yaml_doc::parse("file:\n  - dst: /x\n    mode: '0644'\n  - {src: /y}\n").unwrap();
+        assert_eq!(n.pos, Pos { line: 1, column: 1 });
+        let Value::Map(e) = &n.value else { panic!() };
+        let Value::Seq(items) = &e[0].1.value else {
+            panic!()
+        };
+        assert_eq!(items[0].pos, Pos { line: 2, column: 5 });
+        assert_eq!(items[1].pos, Pos { line: 4, column: 5 });
     }
 
     #[test]

@@ -9,17 +9,35 @@ use crate::cpio::header::{pad_to, Header, HEADER_LEN, TRAILER_NAME};
 use crate::entry::{AlignHint, Entry, Kind, Source, PATH_MAX};
 use crate::error::Warning;
 
+mod planner;
+pub mod report;
+
 /// gen_init_cpio numbers inodes from here, one per entry.
 pub const FIRST_INO: u32 = 721;
 
 /// How entry mtimes are chosen when an entry has none of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtimePolicy {
-    /// `-t`: every entry, files included, gets this mtime.
+    /// `-t`: every entry, files included, gets this mtime, whatever its own.
     pub fixed: Option<u32>,
     /// Without `-t`: the mtime of non-file entries (gen_init_cpio uses the
     /// current time). Files keep their source's mtime, clamped to 32 bits.
     pub now: u32,
+}
+
+/// How the planner may reach alignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AlignMode {
+    /// gen_init_cpio's rule: keep the order, pad only the file's own name,
+    /// miss when that would pass PATH_MAX.
+    GenInitCpio,
+    /// Reorder, fill gaps with small entries, spread padding over names and
+    /// repeated directory entries: archives every reader extracts.
+    #[default]
+    Readers,
+    /// Like `Readers`, but pad with NUL bytes between entries, which only
+    /// the kernel's unpacker accepts.
+    KernelOnly,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +47,7 @@ pub struct PlanOptions {
     /// Default data alignment in bytes; 0 for none.
     pub align: u32,
     pub mtime: MtimePolicy,
+    pub mode: AlignMode,
 }
 
 /// The data that follows a header.
@@ -52,6 +71,9 @@ pub enum Alignment {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
+    /// NUL bytes between the previous record and this header (kernel-only
+    /// padding).
+    pub lead: u32,
     /// Where the header starts in the archive.
     pub offset: u64,
     /// The header, except the checksum, which the writer fills in from the
@@ -65,6 +87,9 @@ pub struct Record<'a> {
     /// Index of the entry this record belongs to.
     pub entry: usize,
     pub alignment: Alignment,
+    /// A repeated directory entry that only fills space before an aligned
+    /// file (same metadata as the directory's first entry).
+    pub filler: bool,
 }
 
 impl Record<'_> {
@@ -118,106 +143,193 @@ fn clamp_mtime(entry: &Entry, secs: i64, warnings: &mut Vec<Warning>) -> u32 {
     clamped as u32
 }
 
-/// Lays the entries out in the given order with gen_init_cpio's alignment
-/// rule: only the data-carrying name of a regular file larger than the
-/// alignment is padded, by NULs after its own name, and the padding is
-/// dropped (a miss) when it would push namesize past PATH_MAX.
-pub fn layout_in_order<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
-    let mut records = Vec::with_capacity(entries.len());
-    let mut warnings = Vec::new();
-    let mut offset: u64 = 0;
-    for (index, entry) in entries.iter().enumerate() {
-        let ino = FIRST_INO.wrapping_add(index as u32);
-        let mtime_default = |warnings: &mut Vec<Warning>| match (entry.mtime, opts.mtime.fixed) {
-            (Some(t), _) | (None, Some(t)) => t,
-            (None, None) => match &entry.kind {
-                Kind::File { source, .. } => clamp_mtime(entry, source.mtime, warnings),
-                _ => opts.mtime.now,
-            },
-        };
-        let mtime = mtime_default(&mut warnings);
-        let base = Header {
-            crc: opts.crc,
-            ino,
-            mode: entry.mode_field(),
-            uid: entry.uid,
-            gid: entry.gid,
-            nlink: 1,
-            mtime,
-            devmajor: 3,
-            devminor: 1,
-            ..Header::default()
-        };
-        let mut push = |name: &'a [u8], header: Header, data: Data<'a>, align: u32| {
-            let namesize = name.len() as u64 + 1;
-            let size = header.filesize as u64;
-            let name_end = offset + HEADER_LEN as u64 + namesize;
-            let mut alignment = Alignment::NotEligible;
-            let mut pad = pad_to(name_end, 4);
-            let mut namepad = 0;
-            if align > 0 && size > align as u64 {
-                let want = pad_to(name_end, align as u64);
-                if namesize + want > PATH_MAX as u64 {
-                    alignment = Alignment::Missed(align);
-                } else {
-                    alignment = Alignment::Aligned(align);
-                    pad = want;
-                    namepad = want;
-                }
-            }
-            let record = Record {
-                offset,
-                header: Header {
-                    namesize: (namesize + namepad) as u32,
-                    ..header
-                },
-                name,
-                name_field: (namesize + pad) as u32,
-                data,
-                entry: index,
-                alignment,
-            };
-            offset = record.data_offset() + size + pad_to(size, 4);
-            records.push(record);
-        };
-        match &entry.kind {
-            Kind::File { source, links } => {
-                let names: Vec<&'a [u8]> = entry.names().collect();
-                let nlink = names.len() as u32;
-                let align = alignment_for(entry, opts.align);
-                for (i, name) in names.iter().enumerate() {
-                    let last = i + 1 == names.len();
-                    let header = Header {
-                        nlink,
-                        filesize: if last { source.size as u32 } else { 0 },
-                        ..base
-                    };
-                    let data = if last { Data::File(source) } else { Data::None };
-                    push(name, header, data, align);
-                }
-                debug_assert_eq!(names.len(), links.len() + 1);
-            }
-            Kind::Symlink { target } => {
-                let mut data = target.clone();
-                data.push(0);
-                let header = Header {
-                    filesize: data.len() as u32,
-                    ..base
-                };
-                push(&entry.name, header, Data::Inline(data), 0);
-            }
-            Kind::Node { major, minor, .. } => {
-                let header = Header {
-                    rdevmajor: *major,
-                    rdevminor: *minor,
-                    ..base
-                };
-                push(&entry.name, header, Data::None, 0);
-            }
-            Kind::Dir | Kind::Pipe | Kind::Socket => {
-                push(&entry.name, Header { nlink: 2, ..base }, Data::None, 0);
-            }
+/// One record before it is placed: everything but its offset and padding.
+#[derive(Clone, Debug)]
+pub(crate) struct Proto<'a> {
+    /// The header with the minimal namesize (name + NUL).
+    pub header: Header,
+    pub name: &'a [u8],
+    pub data: Data<'a>,
+    pub entry: usize,
+    /// The alignment asked for this record's data (0: none). Only the
+    /// data-carrying name of a regular file asks.
+    pub align: u32,
+}
+
+impl Proto<'_> {
+    /// Whether its data must be aligned: data larger than the alignment, as
+    /// gen_init_cpio decides.
+    pub fn eligible(&self) -> bool {
+        self.align > 0 && self.header.filesize as u64 > self.align as u64
+    }
+
+    /// Bytes from the header's start to the data's start, without padding.
+    pub fn head(&self) -> u64 {
+        let end = HEADER_LEN as u64 + self.header.namesize as u64;
+        end + pad_to(end, 4)
+    }
+
+    /// The record's whole size without padding.
+    pub fn size(&self) -> u64 {
+        let data = self.header.filesize as u64;
+        self.head() + data + pad_to(data, 4)
+    }
+
+    /// How many bytes padding the name can add to the record (namesize may
+    /// grow to PATH_MAX); always a multiple of 4.
+    pub fn slack(&self) -> u64 {
+        let max_end = HEADER_LEN as u64 + PATH_MAX as u64;
+        (max_end + pad_to(max_end, 4)).saturating_sub(self.head())
+    }
+
+    /// The extra name NULs that grow the record by `grow` bytes (a multiple
+    /// of 4, at most [`Proto::slack`]).
+    pub fn namepad_for(&self, grow: u64) -> u32 {
+        if grow == 0 {
+            return 0;
         }
+        // Any namesize whose header end rounds up to the new head will do;
+        // the largest such one may pass PATH_MAX by up to 3, so cap it.
+        let namesize = (self.head() + grow - HEADER_LEN as u64).min(PATH_MAX as u64);
+        (namesize - self.header.namesize as u64) as u32
+    }
+}
+
+/// The records of one entry in write order: one per name (a hardlink group
+/// has several; the data goes on the last).
+pub(crate) fn protos<'a>(
+    index: usize,
+    entry: &'a Entry,
+    opts: &PlanOptions,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Proto<'a>> {
+    let ino = FIRST_INO.wrapping_add(index as u32);
+    // -t (or SOURCE_DATE_EPOCH) wins over everything, as in gen_init_cpio.
+    let mtime = match (opts.mtime.fixed, entry.mtime) {
+        (Some(t), _) | (None, Some(t)) => t,
+        (None, None) => match &entry.kind {
+            Kind::File { source, .. } => clamp_mtime(entry, source.mtime, warnings),
+            _ => opts.mtime.now,
+        },
+    };
+    let base = Header {
+        crc: opts.crc,
+        ino,
+        mode: entry.mode_field(),
+        uid: entry.uid,
+        gid: entry.gid,
+        nlink: 1,
+        mtime,
+        devmajor: 3,
+        devminor: 1,
+        namesize: entry.name.len() as u32 + 1,
+        ..Header::default()
+    };
+    let one = |header: Header, data: Data<'a>| Proto {
+        header,
+        name: &entry.name,
+        data,
+        entry: index,
+        align: 0,
+    };
+    match &entry.kind {
+        Kind::File { source, .. } => {
+            let names: Vec<&'a [u8]> = entry.names().collect();
+            let nlink = names.len() as u32;
+            let align = alignment_for(entry, opts.align);
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let last = i + 1 == names.len();
+                    Proto {
+                        header: Header {
+                            nlink,
+                            filesize: if last { source.size as u32 } else { 0 },
+                            namesize: name.len() as u32 + 1,
+                            ..base
+                        },
+                        name,
+                        data: if last { Data::File(source) } else { Data::None },
+                        entry: index,
+                        align: if last { align } else { 0 },
+                    }
+                })
+                .collect()
+        }
+        Kind::Symlink { target } => {
+            let mut data = target.clone();
+            data.push(0);
+            let header = Header {
+                filesize: data.len() as u32,
+                ..base
+            };
+            vec![one(header, Data::Inline(data))]
+        }
+        Kind::Node { major, minor, .. } => {
+            let header = Header {
+                rdevmajor: *major,
+                rdevminor: *minor,
+                ..base
+            };
+            vec![one(header, Data::None)]
+        }
+        Kind::Dir | Kind::Pipe | Kind::Socket => vec![one(Header { nlink: 2, ..base }, Data::None)],
+    }
+}
+
+/// A record with its padding decided: `namepad` extra NULs in the name
+/// (counted in namesize), `lead` NULs before the header.
+#[derive(Clone, Debug)]
+pub(crate) struct Placed<'a> {
+    pub proto: Proto<'a>,
+    pub namepad: u32,
+    pub lead: u32,
+    pub alignment: Alignment,
+    pub filler: bool,
+}
+
+impl<'a> Placed<'a> {
+    pub fn plain(proto: Proto<'a>) -> Self {
+        Placed {
+            proto,
+            namepad: 0,
+            lead: 0,
+            alignment: Alignment::NotEligible,
+            filler: false,
+        }
+    }
+}
+
+/// Computes every offset of placed records and the trailer.
+pub(crate) fn assemble<'a>(
+    placed: Vec<Placed<'a>>,
+    crc: bool,
+    warnings: Vec<Warning>,
+) -> Layout<'a> {
+    let mut records = Vec::with_capacity(placed.len());
+    let mut offset: u64 = 0;
+    for p in placed {
+        offset += p.lead as u64;
+        let namesize = p.proto.header.namesize as u64 + p.namepad as u64;
+        let name_end = HEADER_LEN as u64 + namesize;
+        let size = p.proto.header.filesize as u64;
+        let record = Record {
+            lead: p.lead,
+            offset,
+            header: Header {
+                namesize: namesize as u32,
+                ..p.proto.header
+            },
+            name: p.proto.name,
+            name_field: (namesize + pad_to(name_end, 4)) as u32,
+            data: p.proto.data,
+            entry: p.proto.entry,
+            alignment: p.alignment,
+            filler: p.filler,
+        };
+        offset = record.data_offset() + size + pad_to(size, 4);
+        records.push(record);
     }
     let trailer_offset = offset;
     let trailer_end = offset + HEADER_LEN as u64 + TRAILER_NAME.len() as u64 + 1;
@@ -227,9 +339,49 @@ pub fn layout_in_order<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'
         records,
         trailer_offset,
         size,
-        crc: opts.crc,
+        crc,
         warnings,
     }
+}
+
+/// Lays the entries out with the options' alignment mode.
+pub fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
+    match opts.mode {
+        AlignMode::GenInitCpio => layout_in_order(entries, opts),
+        AlignMode::Readers | AlignMode::KernelOnly => planner::plan(entries, opts),
+    }
+}
+
+/// Lays the entries out in the given order with gen_init_cpio's alignment
+/// rule: only the data-carrying name of a regular file larger than the
+/// alignment is padded, by NULs after its own name, and the padding is
+/// dropped (a miss) when it would push namesize past PATH_MAX.
+pub fn layout_in_order<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
+    let mut warnings = Vec::new();
+    let mut placed = Vec::with_capacity(entries.len());
+    let mut offset: u64 = 0;
+    for (index, entry) in entries.iter().enumerate() {
+        for proto in protos(index, entry, opts, &mut warnings) {
+            let mut p = Placed::plain(proto);
+            if p.proto.eligible() {
+                let align = p.proto.align as u64;
+                let namesize = p.proto.header.namesize as u64;
+                let want = pad_to(offset + HEADER_LEN as u64 + namesize, align);
+                if namesize + want > PATH_MAX as u64 {
+                    p.alignment = Alignment::Missed(align as u32);
+                } else {
+                    p.alignment = Alignment::Aligned(align as u32);
+                    p.namepad = want as u32;
+                }
+            }
+            let namesize = p.proto.header.namesize as u64 + p.namepad as u64;
+            let end = offset + HEADER_LEN as u64 + namesize;
+            let size = p.proto.header.filesize as u64;
+            offset = end + pad_to(end, 4) + size + pad_to(size, 4);
+            placed.push(p);
+        }
+    }
+    assemble(placed, opts.crc, warnings)
 }
 
 #[cfg(test)]
@@ -258,6 +410,7 @@ mod tests {
     fn opts(align: u32) -> PlanOptions {
         PlanOptions {
             crc: false,
+            mode: AlignMode::GenInitCpio,
             align,
             mtime: MtimePolicy {
                 fixed: None,

@@ -4,9 +4,11 @@
 //! with each source's size and mtime filled in, or an error naming the line
 //! that brought the source in.
 
+pub mod elf;
+pub mod kmod;
 pub mod root;
+pub mod sysroot;
 
-use std::fs::File;
 use std::io::ErrorKind;
 
 use crate::entry::{Entry, Kind};
@@ -24,7 +26,8 @@ pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
             continue;
         };
         let shown = source.path.display().to_string();
-        let opened = File::open(&source.path).and_then(|f| f.metadata());
+        // stat, not open: the writer opens each file once, when it copies it.
+        let opened = std::fs::metadata(&source.path);
         let meta = match opened {
             Ok(m) => m,
             Err(err) => {

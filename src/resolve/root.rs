@@ -1,32 +1,36 @@
-//! A source root (sysroot): every source path is looked up inside it, and
-//! symlinks met on the way are followed inside it too (an absolute target
-//! starts again at the root, `..` never climbs above it).
+//! A source root (sysroot) for the manifest: every source path is looked
+//! up inside it, and symlinks met on the way are followed inside it too (an
+//! absolute target starts again at the root, `..` never climbs above it).
+//! The walking itself is [`Sysroot`]'s, shared with ELF resolution.
 
-use std::ffi::OsStr;
+use std::cell::RefCell;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-/// How many symlinks one lookup may follow, as the kernel's limit.
-const MAX_LINKS: usize = 40;
+use super::sysroot::{Sysroot, WalkError};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Root {
     path: PathBuf,
+    sys: RefCell<Sysroot>,
+}
+
+impl std::fmt::Debug for Root {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Root").field("path", &self.path).finish()
+    }
 }
 
 impl Root {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Root { path: path.into() }
+        let path = path.into();
+        Root {
+            sys: RefCell::new(Sysroot::new(&path)),
+            path,
+        }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// True when the root is the host's `/`: lookups need no emulation.
-    pub fn is_host(&self) -> bool {
-        self.path == Path::new("/")
     }
 
     /// The host path of `inside` (an absolute or root-relative path), without
@@ -38,74 +42,29 @@ impl Root {
 
     /// Resolves `inside` to a host path, following symlinks within the root.
     /// With `follow_last` false the last component is left as it is (for
-    /// lstat-like lookups). The result need not exist.
+    /// lstat-like lookups). A path that does not exist resolves to where it
+    /// would be, so that the caller's own lookup reports it.
     pub fn resolve(&self, inside: &Path, follow_last: bool) -> io::Result<PathBuf> {
-        if self.is_host() {
-            let abs = Path::new("/").join(inside);
-            return Ok(if follow_last {
-                std::fs::canonicalize(&abs).unwrap_or(abs)
-            } else {
-                abs
-            });
-        }
-        let mut done: Vec<Vec<u8>> = Vec::new();
-        let mut todo: Vec<Vec<u8>> = components(inside);
-        todo.reverse();
-        let mut links = 0;
-        while let Some(c) = todo.pop() {
-            match c.as_slice() {
-                b"." => continue,
-                b".." => {
-                    done.pop();
-                    continue;
-                }
-                _ => {}
+        let mut sys = self.sys.borrow_mut();
+        let (dir, last) = match (follow_last, inside.parent(), inside.file_name()) {
+            (false, Some(parent), Some(name)) => (parent, Some(name)),
+            _ => (inside, None),
+        };
+        let host = match sys.walk(dir) {
+            Ok(w) => sys.host(&w.real),
+            Err(WalkError::Loop) => {
+                return Err(io::Error::other(format!(
+                    "too many levels of symbolic links in {}",
+                    inside.display()
+                )))
             }
-            let last = todo.is_empty();
-            let mut candidate = self.path.clone();
-            for d in &done {
-                candidate.push(OsStr::from_bytes(d));
-            }
-            candidate.push(OsStr::from_bytes(&c));
-            if last && !follow_last {
-                done.push(c);
-                break;
-            }
-            match std::fs::read_link(&candidate) {
-                Ok(target) => {
-                    links += 1;
-                    if links > MAX_LINKS {
-                        return Err(io::Error::other(format!(
-                            "too many levels of symbolic links at {}",
-                            candidate.display()
-                        )));
-                    }
-                    if target.is_absolute() {
-                        done.clear();
-                    }
-                    let mut more = components(&target);
-                    more.reverse();
-                    todo.extend(more);
-                }
-                Err(_) => done.push(c),
-            }
-        }
-        let mut out = self.path.clone();
-        for d in &done {
-            out.push(OsStr::from_bytes(d));
-        }
-        Ok(out)
-    }
-}
-
-fn components(p: &Path) -> Vec<Vec<u8>> {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => Some(s.as_bytes().to_vec()),
-            Component::ParentDir => Some(b"..".to_vec()),
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+            Err(_) => self.join(dir),
+        };
+        Ok(match last {
+            Some(name) => host.join(name),
+            None => host,
         })
-        .collect()
+    }
 }
 
 #[cfg(test)]
@@ -133,6 +92,10 @@ mod tests {
         assert_eq!(
             root.resolve(Path::new("/bin"), false).unwrap(),
             r.join("bin")
+        );
+        assert_eq!(
+            root.resolve(Path::new("/nope/x"), true).unwrap(),
+            r.join("nope/x")
         );
         symlink("loop", r.join("loop")).unwrap();
         assert!(root.resolve(Path::new("/loop"), true).is_err());

@@ -186,7 +186,10 @@ mod tests {
         assert!(DlopenLevel::Recommended.includes(Recommended));
         assert!(!DlopenLevel::Recommended.includes(Suggested));
         assert!(DlopenLevel::Suggested.includes(Suggested));
-        assert_eq!("suggested".parse::<DlopenLevel>(), Ok(DlopenLevel::Suggested));
+        assert_eq!(
+            "suggested".parse::<DlopenLevel>(),
+            Ok(DlopenLevel::Suggested)
+        );
         assert!("all".parse::<DlopenLevel>().is_err());
     }
 }

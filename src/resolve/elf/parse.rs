@@ -210,10 +210,9 @@ impl Elf {
     /// Needs no dynamic loading: no interpreter and no libraries.
     pub fn is_static(&self) -> bool {
         self.interp.is_none()
-            && self
-                .dynamic
-                .as_ref()
-                .is_none_or(|d| d.needed.is_empty() && d.filters.is_empty() && d.auxiliary.is_empty())
+            && self.dynamic.as_ref().is_none_or(|d| {
+                d.needed.is_empty() && d.filters.is_empty() && d.auxiliary.is_empty()
+            })
     }
 
     pub fn soname(&self) -> Option<&[u8]> {
@@ -252,7 +251,9 @@ impl ReadAt for [u8] {
         Ok(())
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(self.len());
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.len());
         let n = buf.len().min(self.len() - start);
         buf[..n].copy_from_slice(&self[start..start + n]);
         Ok(n)
@@ -874,14 +875,18 @@ pub(crate) mod tests {
         };
         for (class, endian) in all_formats() {
             let bytes = build(class, endian, EM_PPC, &spec);
-            let elf = parse(bytes.as_slice()).unwrap_or_else(|e| panic!("{class:?} {endian:?}: {e}"));
+            let elf =
+                parse(bytes.as_slice()).unwrap_or_else(|e| panic!("{class:?} {endian:?}: {e}"));
             assert_eq!(elf.abi.class, class);
             assert_eq!(elf.abi.endian, endian);
             assert_eq!(elf.abi.machine, EM_PPC);
             assert_eq!(elf.kind, ET_DYN);
             assert_eq!(elf.interp.as_deref(), Some(&b"/lib/ld-test.so.1"[..]));
             let d = elf.dynamic.as_ref().unwrap();
-            assert_eq!(d.needed, vec![b"libfoo.so.1".to_vec(), b"libbar.so.2".to_vec()]);
+            assert_eq!(
+                d.needed,
+                vec![b"libfoo.so.1".to_vec(), b"libbar.so.2".to_vec()]
+            );
             assert_eq!(d.soname.as_deref(), Some(&b"libself.so.3"[..]));
             assert_eq!(d.rpath.as_deref(), Some(&b"$ORIGIN/../lib"[..]));
             assert_eq!(d.runpath, None);
@@ -915,8 +920,9 @@ pub(crate) mod tests {
 
     #[test]
     fn static_object_without_names() {
-        let elf = parse(build(Class::Elf64, Endian::Little, EM_X86_64, &Spec::default()).as_slice())
-            .unwrap();
+        let elf =
+            parse(build(Class::Elf64, Endian::Little, EM_X86_64, &Spec::default()).as_slice())
+                .unwrap();
         assert!(elf.is_static());
         assert_eq!(elf.dynamic, Some(Dynamic::default()));
         assert!(elf.dlopen_notes.is_empty());
@@ -944,13 +950,17 @@ pub(crate) mod tests {
             unmapped_strtab: true,
             ..Spec::default()
         };
-        let err = parse(build(Class::Elf64, Endian::Little, EM_X86_64, &spec).as_slice()).unwrap_err();
+        let err =
+            parse(build(Class::Elf64, Endian::Little, EM_X86_64, &spec).as_slice()).unwrap_err();
         assert!(err.to_string().contains("PT_LOAD"), "{err}");
     }
 
     #[test]
     fn garbage_and_truncation_never_panic() {
-        assert!(matches!(parse(&b"#!/bin/sh\n"[..]), Err(ParseError::NotElf)));
+        assert!(matches!(
+            parse(&b"#!/bin/sh\n"[..]),
+            Err(ParseError::NotElf)
+        ));
         assert!(matches!(parse(&b""[..]), Err(ParseError::NotElf)));
         let spec = Spec {
             interp: Some("/lib/ld.so"),

@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::parse::*;
-use super::sysroot::{Node, Sysroot};
+use crate::resolve::sysroot::{Node, Sysroot};
 
 /// Which CPU-specific `glibc-hwcaps/<name>/` subdirectories to search.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -151,7 +151,13 @@ pub fn default_dirs(multiarch: bool, abi: &Abi) -> Vec<PathBuf> {
 pub fn ld_so_conf(sys: &mut Sysroot) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     let mut seen_files = Vec::new();
-    conf_file(sys, Path::new("/etc/ld.so.conf"), &mut dirs, &mut seen_files, 0);
+    conf_file(
+        sys,
+        Path::new("/etc/ld.so.conf"),
+        &mut dirs,
+        &mut seen_files,
+        0,
+    );
     let mut unique = Vec::new();
     for d in dirs {
         if !unique.contains(&d) {
@@ -189,7 +195,10 @@ fn conf_file(
             continue;
         }
         if let Some(rest) = strip_keyword(line, b"include") {
-            for pat in rest.split(|b| b.is_ascii_whitespace()).filter(|p| !p.is_empty()) {
+            for pat in rest
+                .split(|b| b.is_ascii_whitespace())
+                .filter(|p| !p.is_empty())
+            {
                 let pat = Path::new(OsStr::from_bytes(pat));
                 let pat = if pat.is_absolute() {
                     pat.to_path_buf()
@@ -296,12 +305,10 @@ pub fn fnmatch(pat: &[u8], name: &[u8]) -> bool {
                         continue;
                     }
                 }
-                b'\\' if p + 1 < pat.len() => {
-                    if pat[p + 1] == name[n] {
-                        p += 2;
-                        n += 1;
-                        continue;
-                    }
+                b'\\' if p + 1 < pat.len() && pat[p + 1] == name[n] => {
+                    p += 2;
+                    n += 1;
+                    continue;
                 }
                 c if c == name[n] => {
                     p += 1;
@@ -354,7 +361,12 @@ fn class_match(pat: &[u8], c: u8) -> Option<(bool, usize)> {
 /// Expands `$ORIGIN`, `$LIB` and `$PLATFORM` (also `${...}`) in one path
 /// (an RPATH element or a DT_NEEDED name). `None` when it names a token we
 /// cannot expand: the loader drops such an element.
-pub fn expand_tokens(s: &[u8], origin: &Path, lib: &str, platform: Option<&str>) -> Option<Vec<u8>> {
+pub fn expand_tokens(
+    s: &[u8],
+    origin: &Path,
+    lib: &str,
+    platform: Option<&str>,
+) -> Option<Vec<u8>> {
     if !s.contains(&b'$') {
         return Some(s.to_vec());
     }
@@ -390,6 +402,11 @@ pub fn expand_tokens(s: &[u8], origin: &Path, lib: &str, platform: Option<&str>)
         i += 1 + len;
     }
     Some(out)
+}
+
+/// Whether a path (an RPATH element, a DT_NEEDED name) uses `$ORIGIN`.
+pub fn uses_origin(s: &[u8]) -> bool {
+    s.windows(7).any(|w| w == b"$ORIGIN") || s.windows(9).any(|w| w == b"${ORIGIN}")
 }
 
 /// Splits a DT_RPATH / DT_RUNPATH value into directories with tokens
@@ -499,15 +516,28 @@ pub fn host_abi() -> Abi {
     }
 }
 
+/// What glibc's loader reads at run time to find libraries in the
+/// `/etc/ld.so.conf` directories (it never reads ld.so.conf itself).
+pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
+
+/// musl's directories when it has no path file.
+pub const MUSL_DEFAULT_PATH: [&str; 3] = ["/lib", "/usr/local/lib", "/usr/lib"];
+
+/// musl's system search path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MuslPath {
+    pub dirs: Vec<PathBuf>,
+    /// The path file the directories come from, when the root has one (the
+    /// loader reads it at run time, so the image needs it).
+    pub file: Option<PathBuf>,
+}
+
 /// musl's search path: the path file `<prefix>/etc/ld-musl-<arch>.path`
 /// next to the loader (`<prefix>` is the loader's directory's parent, empty
 /// for `/lib/ld-musl-*.so.1`), elements separated by `:` or newlines;
 /// without it `/lib:/usr/local/lib:/usr/lib`.
-pub fn musl_sys_path(sys: &mut Sysroot, interp: &Path) -> Vec<PathBuf> {
-    let name = interp
-        .file_name()
-        .map(|n| n.as_bytes())
-        .unwrap_or_default();
+pub fn musl_sys_path(sys: &mut Sysroot, interp: &Path) -> MuslPath {
+    let name = interp.file_name().map(|n| n.as_bytes()).unwrap_or_default();
     let arch = name
         .strip_prefix(b"ld-musl-")
         .and_then(|r| r.strip_suffix(b".so.1"))
@@ -525,12 +555,22 @@ pub fn musl_sys_path(sys: &mut Sysroot, interp: &Path) -> Vec<PathBuf> {
         Ok(w) if matches!(w.node, Node::File { .. }) => std::fs::read(sys.host(&w.real)).ok(),
         _ => None,
     };
-    let text = text.unwrap_or_else(|| b"/lib:/usr/local/lib:/usr/lib".to_vec());
-    text.split(|&b| b == b':' || b == b'\n')
+    let Some(text) = text else {
+        return MuslPath {
+            dirs: MUSL_DEFAULT_PATH.iter().map(PathBuf::from).collect(),
+            file: None,
+        };
+    };
+    let dirs = text
+        .split(|&b| b == b':' || b == b'\n')
         .map(|e| e.trim_ascii())
         .filter(|e| !e.is_empty())
         .map(|e| Path::new("/").join(OsStr::from_bytes(e)))
-        .collect()
+        .collect();
+    MuslPath {
+        dirs,
+        file: Some(file),
+    }
 }
 
 #[cfg(test)]
@@ -554,14 +594,21 @@ mod tests {
         };
         assert_eq!(t("$ORIGIN/../lib").as_deref(), Some("/usr/bin/../lib"));
         assert_eq!(t("${ORIGIN}/x").as_deref(), Some("/usr/bin/x"));
-        assert_eq!(t("/opt/$LIB/$PLATFORM").as_deref(), Some("/opt/lib/x86_64-linux-gnu/x86_64"));
+        assert_eq!(
+            t("/opt/$LIB/$PLATFORM").as_deref(),
+            Some("/opt/lib/x86_64-linux-gnu/x86_64")
+        );
         assert_eq!(t("/plain").as_deref(), Some("/plain"));
         assert_eq!(t("$ORIGINX"), None);
         assert_eq!(t("$ORIGIN.d"), None);
         assert_eq!(t("$UNKNOWN/x"), None);
         assert_eq!(
             path_list(b"$ORIGIN:/a/:$BAD:rel", o, "lib", None),
-            vec![PathBuf::from("/usr/bin"), PathBuf::from("/a"), PathBuf::from("/rel")]
+            vec![
+                PathBuf::from("/usr/bin"),
+                PathBuf::from("/a"),
+                PathBuf::from("/rel")
+            ]
         );
     }
 
@@ -636,7 +683,12 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
         let mut s = Sysroot::new(r);
-        let p = |v: Vec<PathBuf>| v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+        let p = |v: MuslPath| {
+            v.dirs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
             p(musl_sys_path(&mut s, Path::new("/lib/ld-musl-x86_64.so.1"))),
             ["/lib", "/usr/local/lib", "/usr/lib"]
@@ -644,9 +696,11 @@ mod tests {
         fs::create_dir_all(r.join("etc")).unwrap();
         fs::write(r.join("etc/ld-musl-x86_64.path"), "/opt/a:/opt/b\n/opt/c\n").unwrap();
         let mut s = Sysroot::new(r);
+        let m = musl_sys_path(&mut s, Path::new("/lib/ld-musl-x86_64.so.1"));
         assert_eq!(
-            p(musl_sys_path(&mut s, Path::new("/lib/ld-musl-x86_64.so.1"))),
-            ["/opt/a", "/opt/b", "/opt/c"]
+            m.file.as_deref(),
+            Some(Path::new("/etc/ld-musl-x86_64.path"))
         );
+        assert_eq!(p(m), ["/opt/a", "/opt/b", "/opt/c"]);
     }
 }

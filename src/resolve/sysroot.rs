@@ -28,7 +28,11 @@ const MAX_LINKS: usize = 40;
 pub enum Node {
     Missing,
     Dir,
-    File { exec: bool, dev: u64, ino: u64 },
+    File {
+        exec: bool,
+        dev: u64,
+        ino: u64,
+    },
     Link(PathBuf),
     /// A device, fifo or socket.
     Special,
@@ -51,7 +55,6 @@ pub enum WalkError {
     NotFound,
     NotDir,
     Loop,
-    Io(String),
 }
 
 impl std::fmt::Display for WalkError {
@@ -60,7 +63,6 @@ impl std::fmt::Display for WalkError {
             WalkError::NotFound => f.write_str("no such file"),
             WalkError::NotDir => f.write_str("a path component is not a directory"),
             WalkError::Loop => f.write_str("too many levels of symbolic links"),
-            WalkError::Io(e) => f.write_str(e),
         }
     }
 }
@@ -81,10 +83,6 @@ impl Sysroot {
             nodes: HashMap::new(),
             walks: HashMap::new(),
         }
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// The host path of a canonical in-root path.
@@ -119,7 +117,8 @@ impl Sysroot {
                         dev: m.dev(),
                         ino: m.ino(),
                     }
-                } else if t.is_block_device() || t.is_char_device() || t.is_fifo() || t.is_socket() {
+                } else if t.is_block_device() || t.is_char_device() || t.is_fifo() || t.is_socket()
+                {
                     Node::Special
                 } else {
                     Node::Missing
@@ -267,7 +266,10 @@ mod tests {
         assert_eq!(w.node, Node::Dir);
         let w = s.walk(Path::new("/../../usr")).unwrap();
         assert_eq!(w.real, Path::new("/usr"));
-        assert_eq!(s.walk(Path::new("/usr/bin/escape")), Err(WalkError::NotFound));
+        assert_eq!(
+            s.walk(Path::new("/usr/bin/escape")),
+            Err(WalkError::NotFound)
+        );
         assert_eq!(s.walk(Path::new("bin/loop1")), Err(WalkError::Loop));
         assert_eq!(
             s.walk(Path::new("/usr/lib64/ld-linux-x86-64.so.2/x")),

@@ -1,0 +1,585 @@
+//! Compression, in process: every method the kernel's initramfs unpacker
+//! knows, detected by the same two magic bytes it looks at.
+//!
+//! Decoding reads exactly one compressed stream from the start of a byte
+//! slice and reports how many input bytes it used, because an initrd is a
+//! concatenation: whatever follows the stream (NULs, another archive,
+//! another stream) is the next segment. Encoding writes one stream, with
+//! the options the kernel's decoders need (zstd windows of at most 8 MiB,
+//! xz with CRC32 checks, lz4 in the legacy format of 8 MiB blocks).
+//!
+//! lzo is recognised but neither decoded nor written: no well-kept crate
+//! reads the lzop container the kernel expects.
+
+use std::fmt;
+use std::io::{self, BufRead, Read, Write};
+
+/// A compression method, as named in manifests and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Gzip,
+    Bzip2,
+    Lzma,
+    Xz,
+    Lzo,
+    Lz4,
+    Zstd,
+}
+
+/// The legacy lz4 format (`lz4 -l`): this magic, then blocks of at most
+/// 8 MiB of input, each as a little-endian compressed length and the block.
+pub const LZ4_LEGACY_MAGIC: u32 = 0x184C_2102;
+pub const LZ4_LEGACY_BLOCK: usize = 8 << 20;
+/// The largest zstd window the kernel's decoder accepts (log2).
+pub const ZSTD_MAX_WINDOW_LOG: u32 = 23;
+
+impl Compression {
+    pub const ALL: [Compression; 8] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Bzip2,
+        Compression::Lzma,
+        Compression::Xz,
+        Compression::Lzo,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Bzip2 => "bzip2",
+            Compression::Lzma => "lzma",
+            Compression::Xz => "xz",
+            Compression::Lzo => "lzo",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Compression> {
+        Compression::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The method whose magic starts `bytes`, by the kernel's table
+    /// (lib/decompress.c): two bytes decide.
+    pub fn detect(bytes: &[u8]) -> Option<Compression> {
+        match bytes.get(..2)? {
+            [0x1f, 0x8b] | [0x1f, 0x9e] => Some(Compression::Gzip),
+            [0x42, 0x5a] => Some(Compression::Bzip2),
+            [0x5d, 0x00] => Some(Compression::Lzma),
+            [0xfd, 0x37] => Some(Compression::Xz),
+            [0x89, 0x4c] => Some(Compression::Lzo),
+            [0x02, 0x21] => Some(Compression::Lz4),
+            [0x28, 0xb5] => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    /// Whether [`encode`] can write this method.
+    pub fn can_encode(self) -> bool {
+        !matches!(self, Compression::Lzo)
+    }
+
+    /// The accepted levels and the default, for methods that have levels.
+    pub fn levels(self) -> Option<(std::ops::RangeInclusive<i32>, i32)> {
+        match self {
+            Compression::Gzip => Some((1..=9, 9)),
+            Compression::Bzip2 => Some((1..=9, 9)),
+            Compression::Lzma | Compression::Xz => Some((0..=9, 6)),
+            Compression::Zstd => Some((1..=19, 19)),
+            Compression::None | Compression::Lzo | Compression::Lz4 => None,
+        }
+    }
+
+    /// Whether the encoder uses more than one thread when asked to.
+    pub fn multithreaded(self) -> bool {
+        matches!(self, Compression::Xz | Compression::Zstd | Compression::Lz4)
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One decoded stream.
+#[derive(Debug)]
+pub struct Decoded {
+    pub data: Vec<u8>,
+    /// Input bytes the stream occupies, from the start of the slice.
+    pub consumed: usize,
+}
+
+/// Why a stream could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// Bytes of output produced before the failure.
+    pub produced: usize,
+    pub message: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A `BufRead` over a slice that remembers how much was consumed.
+struct Counted<'a> {
+    rest: &'a [u8],
+    used: usize,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.rest[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Counted<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        Ok(self.rest)
+    }
+    fn consume(&mut self, n: usize) {
+        self.rest = &self.rest[n..];
+        self.used += n;
+    }
+}
+
+fn drain(mut r: impl Read, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    r.read_to_end(out).map(|_| ()).map_err(|e| DecodeError {
+        produced: out.len(),
+        message: e.to_string(),
+    })
+}
+
+/// Decodes the one stream of method `method` at the start of `input`.
+pub fn decode(method: Compression, input: &[u8]) -> Result<Decoded, DecodeError> {
+    let mut data = Vec::new();
+    let mut src = Counted {
+        rest: input,
+        used: 0,
+    };
+    let fail = |message: &str| DecodeError {
+        produced: 0,
+        message: message.to_string(),
+    };
+    match method {
+        Compression::None => {
+            return Ok(Decoded {
+                data: input.to_vec(),
+                consumed: input.len(),
+            })
+        }
+        Compression::Gzip => {
+            if input.get(1) == Some(&0x9e) {
+                return Err(fail(
+                    "old-style gzip (magic 1f 9e) is not supported; recompress with gzip",
+                ));
+            }
+            let mut d = flate2::bufread::GzDecoder::new(&mut src);
+            drain(&mut d, &mut data)?;
+        }
+        Compression::Bzip2 => {
+            let mut d = bzip2::bufread::BzDecoder::new(&mut src);
+            drain(&mut d, &mut data)?;
+        }
+        Compression::Xz => {
+            let mut d = liblzma::bufread::XzDecoder::new(&mut src);
+            drain(&mut d, &mut data)?;
+        }
+        Compression::Lzma => {
+            let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
+                .map_err(|e| fail(&e.to_string()))?;
+            let mut d = liblzma::bufread::XzDecoder::new_stream(&mut src, stream);
+            drain(&mut d, &mut data)?;
+        }
+        Compression::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(&mut src)
+                .map_err(|e| fail(&e.to_string()))?
+                .single_frame();
+            drain(&mut d, &mut data)?;
+        }
+        Compression::Lz4 => return decode_lz4_legacy(input),
+        Compression::Lzo => {
+            return Err(fail(
+                "lzo-compressed segments cannot be read by composer; \
+                 recompress the image with another method",
+            ))
+        }
+    }
+    let consumed = src.used;
+    if consumed == 0 {
+        return Err(fail("the compressed stream is empty"));
+    }
+    Ok(Decoded { data, consumed })
+}
+
+/// The kernel's legacy lz4 reader: blocks until the input ends, a zero
+/// length (padding follows), or fewer than 4 bytes remain. A repeated
+/// magic is skipped, so `lz4 -l` output concatenated still reads.
+fn decode_lz4_legacy(input: &[u8]) -> Result<Decoded, DecodeError> {
+    let mut data = Vec::new();
+    let le32 = |at: usize| -> Option<u32> {
+        input
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if le32(0) != Some(LZ4_LEGACY_MAGIC) {
+        return Err(DecodeError {
+            produced: 0,
+            message: "not a legacy lz4 stream (lz4 -l): bad magic".into(),
+        });
+    }
+    let mut pos = 4;
+    let mut block = vec![0u8; LZ4_LEGACY_BLOCK];
+    while let Some(len) = le32(pos) {
+        if len == LZ4_LEGACY_MAGIC {
+            pos += 4;
+            continue;
+        }
+        if len == 0 {
+            break;
+        }
+        let len = len as usize;
+        let Some(chunk) = input.get(pos + 4..pos + 4 + len) else {
+            return Err(DecodeError {
+                produced: data.len(),
+                message: format!(
+                    "lz4 block at stream offset {pos} claims {len} bytes; only {} remain",
+                    input.len() - pos - 4
+                ),
+            });
+        };
+        let n = lz4_flex::block::decompress_into(chunk, &mut block).map_err(|e| DecodeError {
+            produced: data.len(),
+            message: format!("lz4 block at stream offset {pos}: {e}"),
+        })?;
+        data.extend_from_slice(&block[..n]);
+        pos += 4 + len;
+    }
+    Ok(Decoded {
+        data,
+        consumed: pos,
+    })
+}
+
+/// The window size a zstd frame header asks for, when it can be read.
+pub fn zstd_window_size(frame: &[u8]) -> Option<u64> {
+    if frame.get(..4)? != [0x28, 0xb5, 0x2f, 0xfd] {
+        return None;
+    }
+    let fhd = *frame.get(4)?;
+    let single_segment = fhd & 0x20 != 0;
+    let dict_id_len = [0usize, 1, 2, 4][(fhd & 3) as usize];
+    let fcs_len = match fhd >> 6 {
+        0 => usize::from(single_segment),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    if single_segment {
+        let at = 5 + dict_id_len;
+        let bytes = frame.get(at..at + fcs_len)?;
+        let mut v = 0u64;
+        for (i, b) in bytes.iter().enumerate() {
+            v |= (*b as u64) << (8 * i);
+        }
+        if fcs_len == 2 {
+            v += 256;
+        }
+        return Some(v);
+    }
+    let wd = *frame.get(5)?;
+    let log = 10 + (wd >> 3) as u32;
+    let base = 1u64 << log;
+    Some(base + (base / 8) * (wd & 7) as u64)
+}
+
+/// How to write one compressed stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncodeOptions {
+    pub method: Compression,
+    /// None: the method's default.
+    pub level: Option<i32>,
+    /// Worker threads for methods that have them (at least 1).
+    pub threads: u32,
+}
+
+fn other(e: impl fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Compresses everything `input` yields into `out` as one stream.
+/// Returns the number of bytes written to `out`.
+pub fn encode(opts: &EncodeOptions, input: &mut dyn Read, out: &mut dyn Write) -> io::Result<u64> {
+    let mut counted = CountingWriter { inner: out, n: 0 };
+    let level = match opts.method.levels() {
+        Some((range, default)) => {
+            let l = opts.level.unwrap_or(default);
+            if !range.contains(&l) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} level {l} is out of range ({}..={})",
+                        opts.method,
+                        range.start(),
+                        range.end()
+                    ),
+                ));
+            }
+            l
+        }
+        None => 0,
+    };
+    let threads = opts.threads.max(1);
+    match opts.method {
+        Compression::None => {
+            io::copy(input, &mut counted)?;
+        }
+        Compression::Gzip => {
+            // No name and mtime 0 in the header: the same bytes every time.
+            let mut e = flate2::GzBuilder::new()
+                .mtime(0)
+                .write(&mut counted, flate2::Compression::new(level as u32));
+            io::copy(input, &mut e)?;
+            e.finish()?;
+        }
+        Compression::Bzip2 => {
+            let mut e =
+                bzip2::write::BzEncoder::new(&mut counted, bzip2::Compression::new(level as u32));
+            io::copy(input, &mut e)?;
+            e.finish()?;
+        }
+        Compression::Xz => {
+            let stream = if threads > 1 {
+                liblzma::stream::MtStreamBuilder::new()
+                    .preset(level as u32)
+                    .threads(threads)
+                    .check(liblzma::stream::Check::Crc32)
+                    .encoder()
+                    .map_err(other)?
+            } else {
+                liblzma::stream::Stream::new_easy_encoder(
+                    level as u32,
+                    liblzma::stream::Check::Crc32,
+                )
+                .map_err(other)?
+            };
+            let mut e = liblzma::write::XzEncoder::new_stream(&mut counted, stream);
+            io::copy(input, &mut e)?;
+            e.finish()?;
+        }
+        Compression::Lzma => {
+            let o = liblzma::stream::LzmaOptions::new_preset(level as u32).map_err(other)?;
+            let stream = liblzma::stream::Stream::new_lzma_encoder(&o).map_err(other)?;
+            let mut e = liblzma::write::XzEncoder::new_stream(&mut counted, stream);
+            io::copy(input, &mut e)?;
+            e.finish()?;
+        }
+        Compression::Zstd => {
+            let mut e = zstd::stream::write::Encoder::new(&mut counted, level)?;
+            if threads > 1 {
+                e.multithread(threads)?;
+            }
+            // The kernel refuses frames whose window is larger than 8 MiB.
+            e.window_log(ZSTD_MAX_WINDOW_LOG.min(zstd_level_window_log(level)))?;
+            e.include_checksum(true)?;
+            io::copy(input, &mut e)?;
+            e.finish()?;
+        }
+        Compression::Lz4 => encode_lz4_legacy(input, &mut counted, threads as usize)?,
+        Compression::Lzo => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "composer cannot write lzo; choose gzip, zstd, xz, lzma, bzip2 or lz4",
+            ))
+        }
+    }
+    Ok(counted.n)
+}
+
+/// zstd's own window for a level (never enlarged, only capped).
+fn zstd_level_window_log(level: i32) -> u32 {
+    match level {
+        ..=2 => 19,
+        3..=4 => 20,
+        5..=7 => 21,
+        8..=16 => 22,
+        _ => 23,
+    }
+}
+
+struct CountingWriter<'a> {
+    inner: &'a mut dyn Write,
+    n: u64,
+}
+
+impl Write for CountingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Legacy lz4: independent 8 MiB blocks, so `threads` blocks at a time are
+/// compressed in parallel and written in order.
+fn encode_lz4_legacy(input: &mut dyn Read, out: &mut dyn Write, threads: usize) -> io::Result<()> {
+    out.write_all(&LZ4_LEGACY_MAGIC.to_le_bytes())?;
+    loop {
+        let mut chunks = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let mut buf = vec![0u8; LZ4_LEGACY_BLOCK];
+            let n = read_up_to(input, &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            buf.truncate(n);
+            chunks.push(buf);
+        }
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let last = chunks.last().is_some_and(|c| c.len() < LZ4_LEGACY_BLOCK);
+        let blocks: Vec<Vec<u8>> = if chunks.len() == 1 {
+            vec![lz4_flex::block::compress(&chunks[0])]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = chunks
+                    .iter()
+                    .map(|c| s.spawn(move || lz4_flex::block::compress(c)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_default())
+                    .collect()
+            })
+        };
+        for (b, c) in blocks.iter().zip(&chunks) {
+            if b.is_empty() && !c.is_empty() {
+                return Err(io::Error::other("lz4 worker thread failed"));
+            }
+            out.write_all(&(b.len() as u32).to_le_bytes())?;
+            out.write_all(b)?;
+        }
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(method: Compression, threads: u32) {
+        let mut input = Vec::new();
+        for i in 0..200_000u32 {
+            input.extend_from_slice(format!("line {i} {}\n", i % 7).as_bytes());
+        }
+        let mut out = Vec::new();
+        let opts = EncodeOptions {
+            method,
+            level: None,
+            threads,
+        };
+        let n = encode(&opts, &mut &input[..], &mut out).expect("encode");
+        assert_eq!(n as usize, out.len());
+        assert_eq!(Compression::detect(&out), Some(method));
+        // Trailing bytes after the stream are left for the next segment.
+        out.extend_from_slice(b"\0\0\0\x00070701");
+        let d = decode(method, &out).expect("decode");
+        assert_eq!(d.data, input);
+        assert_eq!(&out[d.consumed..], b"\0\0\0\x00070701", "{method}");
+    }
+
+    #[test]
+    fn every_method_round_trips_and_stops_at_its_end() {
+        for m in Compression::ALL {
+            if m.can_encode() && m != Compression::None {
+                round_trip(m, 1);
+                if m.multithreaded() {
+                    round_trip(m, 3);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lz4_blocks_are_at_most_8_mib() {
+        let input = vec![7u8; LZ4_LEGACY_BLOCK * 2 + 5];
+        let mut out = Vec::new();
+        let opts = EncodeOptions {
+            method: Compression::Lz4,
+            level: None,
+            threads: 2,
+        };
+        encode(&opts, &mut &input[..], &mut out).unwrap();
+        let d = decode(Compression::Lz4, &out).unwrap();
+        assert_eq!(d.data.len(), input.len());
+        assert_eq!(d.consumed, out.len());
+    }
+
+    #[test]
+    fn zstd_window_is_capped_for_the_kernel() {
+        let input = vec![1u8; 20 << 20];
+        let mut out = Vec::new();
+        let opts = EncodeOptions {
+            method: Compression::Zstd,
+            level: Some(19),
+            threads: 2,
+        };
+        encode(&opts, &mut &input[..], &mut out).unwrap();
+        let w = zstd_window_size(&out).unwrap();
+        assert!(w <= 1 << ZSTD_MAX_WINDOW_LOG, "window {w}");
+    }
+
+    #[test]
+    fn detects_the_kernel_magics() {
+        assert_eq!(Compression::detect(b"\x1f\x8b"), Some(Compression::Gzip));
+        assert_eq!(Compression::detect(b"\x89\x4c"), Some(Compression::Lzo));
+        assert_eq!(Compression::detect(b"07"), None);
+        assert_eq!(Compression::detect(b"\x1f"), None);
+    }
+
+    #[test]
+    fn truncated_streams_fail() {
+        let input = vec![3u8; 100_000];
+        for m in [Compression::Gzip, Compression::Zstd, Compression::Xz] {
+            let mut out = Vec::new();
+            let opts = EncodeOptions {
+                method: m,
+                level: Some(1),
+                threads: 1,
+            };
+            encode(&opts, &mut &input[..], &mut out).unwrap();
+            out.truncate(out.len() / 2);
+            assert!(decode(m, &out).is_err(), "{m}");
+        }
+    }
+}

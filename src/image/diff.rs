@@ -1,0 +1,266 @@
+//! `composer diff`: what differs between two images, entry by entry.
+//!
+//! Input: two [`Image`]s. Output: [`Change`]s in path order. Each image is
+//! first reduced to what it unpacks to: the last entry of a path wins (as
+//! when the kernel unpacks over an earlier entry), entries the kernel skips
+//! are left out, and the members of a hardlink group share the data of the
+//! member that carries it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::inspect::{target, type_name};
+use super::{escape_name, Image};
+use crate::entry::{S_IFBLK, S_IFCHR, S_IFLNK, S_IFMT, S_IFREG};
+
+/// What one path holds after unpacking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct State<'a> {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: u32,
+    rdev: (u32, u32),
+    data: &'a [u8],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Added { name: Vec<u8>, kind: &'static str },
+    Removed { name: Vec<u8>, kind: &'static str },
+    Changed { name: Vec<u8>, what: Vec<String> },
+}
+
+impl Change {
+    pub fn render(&self) -> String {
+        match self {
+            Change::Added { name, kind } => format!("+ {kind:<7} {}", escape_name(name)),
+            Change::Removed { name, kind } => format!("- {kind:<7} {}", escape_name(name)),
+            Change::Changed { name, what } => {
+                format!("~ {}: {}", escape_name(name), what.join(", "))
+            }
+        }
+    }
+}
+
+/// A name as a path: no leading `/`, no `.` or empty components.
+fn normal(name: &[u8]) -> Vec<u8> {
+    name.split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .collect::<Vec<_>>()
+        .join(&b'/')
+}
+
+fn states(image: &Image) -> BTreeMap<Vec<u8>, State<'_>> {
+    let mut out = BTreeMap::new();
+    for seg in &image.segments {
+        let data = image.data(seg);
+        // Hardlink groups of this segment: the data carried by any member.
+        let mut group_data: HashMap<(u32, u32, u32, u32), &[u8]> = HashMap::new();
+        for e in seg.entries.iter().filter(|e| e.skip.is_none()) {
+            let h = &e.header;
+            if h.nlink >= 2 && e.is_regular() && h.filesize > 0 {
+                group_data.insert(
+                    (h.devmajor, h.devminor, h.ino, h.mode & S_IFMT),
+                    &data[e.data.clone()],
+                );
+            }
+        }
+        for e in &seg.entries {
+            if e.skip.is_some() || e.is_trailer() {
+                continue;
+            }
+            let h = &e.header;
+            let mut bytes = &data[e.data.clone()];
+            if e.is_symlink() {
+                bytes = target(image, seg, e);
+            } else if e.is_regular() && h.nlink >= 2 {
+                if let Some(d) = group_data.get(&(h.devmajor, h.devminor, h.ino, h.mode & S_IFMT)) {
+                    bytes = d;
+                }
+            }
+            out.insert(
+                normal(&e.name),
+                State {
+                    mode: h.mode,
+                    uid: h.uid,
+                    gid: h.gid,
+                    mtime: h.mtime,
+                    rdev: (h.rdevmajor, h.rdevminor),
+                    data: bytes,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Compares two images; `mtimes` also reports differing mtimes.
+pub fn diff(a: &Image, b: &Image, mtimes: bool) -> Vec<Change> {
+    let sa = states(a);
+    let sb = states(b);
+    let names: BTreeSet<&Vec<u8>> = sa.keys().chain(sb.keys()).collect();
+    let mut changes = Vec::new();
+    for name in names {
+        match (sa.get(name), sb.get(name)) {
+            (Some(x), None) => changes.push(Change::Removed {
+                name: name.clone(),
+                kind: type_name(x.mode),
+            }),
+            (None, Some(y)) => changes.push(Change::Added {
+                name: name.clone(),
+                kind: type_name(y.mode),
+            }),
+            (Some(x), Some(y)) => {
+                let what = compare(x, y, mtimes);
+                if !what.is_empty() {
+                    changes.push(Change::Changed {
+                        name: name.clone(),
+                        what,
+                    });
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    changes
+}
+
+fn compare(x: &State, y: &State, mtimes: bool) -> Vec<String> {
+    let mut what = Vec::new();
+    let (tx, ty) = (x.mode & S_IFMT, y.mode & S_IFMT);
+    if tx != ty {
+        what.push(format!(
+            "type {} -> {}",
+            type_name(x.mode),
+            type_name(y.mode)
+        ));
+    } else {
+        match tx {
+            S_IFREG if x.data != y.data => {
+                if x.data.len() == y.data.len() {
+                    what.push(format!("content ({} bytes, different)", x.data.len()));
+                } else {
+                    what.push(format!(
+                        "content ({} -> {} bytes)",
+                        x.data.len(),
+                        y.data.len()
+                    ));
+                }
+            }
+            S_IFLNK if x.data != y.data => what.push(format!(
+                "target {} -> {}",
+                escape_name(x.data),
+                escape_name(y.data)
+            )),
+            S_IFCHR | S_IFBLK if x.rdev != y.rdev => what.push(format!(
+                "device {}:{} -> {}:{}",
+                x.rdev.0, x.rdev.1, y.rdev.0, y.rdev.1
+            )),
+            _ => {}
+        }
+    }
+    if x.mode & 0o7777 != y.mode & 0o7777 && tx != S_IFLNK {
+        what.push(format!(
+            "mode {:04o} -> {:04o}",
+            x.mode & 0o7777,
+            y.mode & 0o7777
+        ));
+    }
+    if (x.uid, x.gid) != (y.uid, y.gid) {
+        what.push(format!("owner {}:{} -> {}:{}", x.uid, x.gid, y.uid, y.gid));
+    }
+    if mtimes && x.mtime != y.mtime {
+        what.push(format!("mtime {} -> {}", x.mtime, y.mtime));
+    }
+    what
+}
+
+/// `composer diff A B`: prints the changes; fails when there is any.
+pub fn run(a: &std::path::Path, b: &std::path::Path, mtimes: bool) -> crate::error::Result<()> {
+    let ia = Image::open(a)?;
+    if let Some(e) = ia.fault_error() {
+        return Err(e);
+    }
+    let ib = Image::open(b)?;
+    if let Some(e) = ib.fault_error() {
+        return Err(e);
+    }
+    let changes = diff(&ia, &ib, mtimes);
+    let mut text = String::new();
+    for c in &changes {
+        text.push_str(&c.render());
+        text.push('\n');
+    }
+    super::print(&text)?;
+    if changes.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::error::Error::usage(format!(
+            "{} and {} differ in {} entr{}",
+            ia.name,
+            ib.name,
+            changes.len(),
+            if changes.len() == 1 { "y" } else { "ies" }
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpio::Header;
+
+    fn image(entries: &[(&str, u32, u32, &[u8])]) -> Image {
+        let mut out = Vec::new();
+        for (i, (name, mode, uid, data)) in entries.iter().enumerate() {
+            let h = Header {
+                ino: i as u32,
+                mode: *mode,
+                uid: *uid,
+                nlink: 1,
+                filesize: data.len() as u32,
+                namesize: name.len() as u32 + 1,
+                ..Header::default()
+            };
+            out.extend_from_slice(&h.encode());
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            while !out.len().is_multiple_of(4) {
+                out.push(0);
+            }
+            out.extend_from_slice(data);
+            while !out.len().is_multiple_of(4) {
+                out.push(0);
+            }
+        }
+        Image::from_bytes("t", out)
+    }
+
+    #[test]
+    fn reports_each_kind_of_change() {
+        let a = image(&[
+            ("bin", 0o40755, 0, b""),
+            ("bin/a", 0o100644, 0, b"one"),
+            ("bin/l", 0o120777, 0, b"a"),
+            ("gone", 0o100644, 0, b""),
+        ]);
+        let b = image(&[
+            ("bin", 0o40700, 0, b""),
+            ("./bin/a", 0o100644, 5, b"two!"),
+            ("bin/l", 0o120777, 0, b"b"),
+            ("new", 0o40755, 0, b""),
+        ]);
+        let lines: Vec<String> = diff(&a, &b, false).iter().map(Change::render).collect();
+        assert_eq!(
+            lines,
+            [
+                "~ bin: mode 0755 -> 0700",
+                "~ bin/a: content (3 -> 4 bytes), owner 0:0 -> 5:0",
+                "~ bin/l: target a -> b",
+                "- file    gone",
+                "+ dir     new",
+            ]
+        );
+        assert!(diff(&a, &a, true).is_empty());
+    }
+}

@@ -1,0 +1,303 @@
+//! `composer inspect`: what an image holds, as a listing, a long listing,
+//! a table of segments, or JSON.
+//!
+//! Input: an [`Image`]. Output: text (or JSON) rendered into memory first,
+//! so a failure never leaves half a listing on standard output.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{escape_name, Image, Segment};
+use crate::compress::Compression;
+use crate::cpio::reader::{RawEntry, Skip};
+use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
+use crate::error::Result;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InspectOptions {
+    /// Mode, owner, size, mtime and data offset of every entry.
+    pub long: bool,
+    /// Only the segments: range, compression, sizes.
+    pub segments: bool,
+    pub json: bool,
+}
+
+/// Renders the listing of an image that has no fault.
+pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
+    if let Some(e) = image.fault_error() {
+        return Err(e);
+    }
+    if opts.json {
+        let mut s = serde_json::to_string_pretty(&json(image, opts))
+            .map_err(|e| crate::error::Error::usage(format!("internal error: {e}")))?;
+        s.push('\n');
+        return Ok(s);
+    }
+    let mut out = String::new();
+    if opts.segments {
+        let _ = writeln!(
+            out,
+            "{:>3}  {:>12}  {:>12}  {:<11}  {:>12}  {:>8}",
+            "#", "offset", "length", "compression", "size", "entries"
+        );
+        for s in &image.segments {
+            let _ = writeln!(
+                out,
+                "{:>3}  {:>12}  {:>12}  {:<11}  {:>12}  {:>8}",
+                s.index,
+                s.offset,
+                s.end - s.offset,
+                s.compression.name(),
+                s.size(),
+                count(s)
+            );
+        }
+        return Ok(out);
+    }
+    for (seg, e) in image.entries() {
+        if opts.long {
+            long_line(&mut out, image, seg, e);
+        } else {
+            out.push_str(&escape_name(&e.name));
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+fn count(s: &Segment) -> usize {
+    s.entries.iter().filter(|e| !e.is_trailer()).count()
+}
+
+fn long_line(out: &mut String, image: &Image, seg: &Segment, e: &RawEntry) {
+    let h = &e.header;
+    let size = match h.mode & S_IFMT {
+        S_IFCHR | S_IFBLK => format!("{}, {}", h.rdevmajor, h.rdevminor),
+        _ => h.filesize.to_string(),
+    };
+    let at = match seg.compression {
+        Compression::None => format!("@{}", e.data.start),
+        _ => format!("@{}:{}", seg.index, e.data.start),
+    };
+    let _ = write!(
+        out,
+        "{} {:>3} {:>5}/{:<5} {:>10} {} {:>12} {}",
+        mode_string(h.mode),
+        h.nlink,
+        h.uid,
+        h.gid,
+        size,
+        format_time(h.mtime as i64),
+        at,
+        escape_name(&e.name)
+    );
+    if e.is_symlink() && e.skip.is_none() {
+        let _ = write!(out, " -> {}", escape_name(target(image, seg, e)));
+    }
+    if let Some(skip) = e.skip {
+        let _ = write!(out, "  [{}]", skip.describe());
+    }
+    out.push('\n');
+}
+
+/// A symlink's target: its data up to the first NUL, as the kernel reads it.
+pub fn target<'a>(image: &'a Image, seg: &'a Segment, e: &RawEntry) -> &'a [u8] {
+    let d = &image.data(seg)[e.data.clone()];
+    &d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())]
+}
+
+/// `ls -l` style: the type letter and nine permission characters.
+pub fn mode_string(mode: u32) -> String {
+    let t = match mode & S_IFMT {
+        S_IFREG => '-',
+        S_IFDIR => 'd',
+        S_IFLNK => 'l',
+        S_IFCHR => 'c',
+        S_IFBLK => 'b',
+        S_IFIFO => 'p',
+        S_IFSOCK => 's',
+        _ => '?',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(t);
+    let bit = |b: u32, c: char| if mode & b != 0 { c } else { '-' };
+    let special = |x: u32, sp: u32, on: char, off: char| match (mode & x != 0, mode & sp != 0) {
+        (true, true) => on,
+        (false, true) => off,
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    s.push(bit(0o400, 'r'));
+    s.push(bit(0o200, 'w'));
+    s.push(special(0o100, 0o4000, 's', 'S'));
+    s.push(bit(0o040, 'r'));
+    s.push(bit(0o020, 'w'));
+    s.push(special(0o010, 0o2000, 's', 'S'));
+    s.push(bit(0o004, 'r'));
+    s.push(bit(0o002, 'w'));
+    s.push(special(0o001, 0o1000, 't', 'T'));
+    s
+}
+
+/// The type of an entry, as a word.
+pub fn type_name(mode: u32) -> &'static str {
+    match mode & S_IFMT {
+        S_IFREG => "file",
+        S_IFDIR => "dir",
+        S_IFLNK => "symlink",
+        S_IFCHR => "char",
+        S_IFBLK => "block",
+        S_IFIFO => "pipe",
+        S_IFSOCK => "socket",
+        _ => "unknown",
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC).
+pub fn format_time(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[derive(Serialize)]
+struct JsonImage<'a> {
+    image: &'a str,
+    size: u64,
+    segments: Vec<JsonSegment>,
+}
+
+#[derive(Serialize)]
+struct JsonSegment {
+    index: usize,
+    offset: u64,
+    /// Bytes in the file, NUL padding after it included.
+    length: u64,
+    /// Bytes of the archive or compressed stream itself.
+    stored: u64,
+    compression: Compression,
+    /// Bytes of cpio data (after decompression).
+    size: u64,
+    entry_count: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entries: Option<Vec<JsonEntry>>,
+}
+
+#[derive(Serialize)]
+struct JsonEntry {
+    /// Escaped as in listings (`\xHH` for bytes that are not UTF-8).
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Permission bits (without the type bits).
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u32,
+    mtime: u32,
+    size: u32,
+    ino: u32,
+    dev: [u32; 2],
+    rdev: [u32; 2],
+    /// `070702` header.
+    crc: bool,
+    check: u32,
+    namesize: u32,
+    /// Header offset: in the file, or in the segment's decompressed data.
+    offset: usize,
+    data_offset: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skip: Option<Skip>,
+}
+
+fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
+    let segments = image
+        .segments
+        .iter()
+        .map(|s| JsonSegment {
+            index: s.index,
+            offset: s.offset,
+            length: s.end - s.offset,
+            stored: s.stream_end - s.offset,
+            compression: s.compression,
+            size: s.size(),
+            entry_count: count(s),
+            entries: (!opts.segments).then(|| {
+                s.entries
+                    .iter()
+                    .filter(|e| !e.is_trailer())
+                    .map(|e| {
+                        let h = &e.header;
+                        JsonEntry {
+                            name: escape_name(&e.name),
+                            kind: type_name(h.mode),
+                            mode: h.mode & 0o7777,
+                            uid: h.uid,
+                            gid: h.gid,
+                            nlink: h.nlink,
+                            mtime: h.mtime,
+                            size: h.filesize,
+                            ino: h.ino,
+                            dev: [h.devmajor, h.devminor],
+                            rdev: [h.rdevmajor, h.rdevminor],
+                            crc: h.crc,
+                            check: h.check,
+                            namesize: h.namesize,
+                            offset: e.offset,
+                            data_offset: e.data.start,
+                            target: (e.is_symlink() && e.skip.is_none())
+                                .then(|| escape_name(target(image, s, e))),
+                            skip: e.skip,
+                        }
+                    })
+                    .collect()
+            }),
+        })
+        .collect();
+    JsonImage {
+        image: &image.name,
+        size: image.file_bytes().len() as u64,
+        segments,
+    }
+}
+
+/// `composer inspect IMAGE`: prints the listing to standard output.
+pub fn run(path: &std::path::Path, opts: &InspectOptions) -> Result<()> {
+    let image = Image::open(path)?;
+    let text = render(&image, opts)?;
+    super::print(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_modes() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00");
+        assert_eq!(format_time(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(format_time(4_294_967_295), "2106-02-07 06:28:15");
+        assert_eq!(mode_string(0o104755), "-rwsr-xr-x");
+        assert_eq!(mode_string(0o041777), "drwxrwxrwt");
+        assert_eq!(mode_string(0o120777), "lrwxrwxrwx");
+        assert_eq!(mode_string(0o022644), "crw-r-Sr--");
+    }
+}

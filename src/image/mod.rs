@@ -1,0 +1,570 @@
+//! Images as the kernel reads them: a sequence of NUL padding, uncompressed
+//! newc archives and compressed streams of newc archives.
+//!
+//! Input: the bytes of an initrd file. Output: an [`Image`]: its segments
+//! (each uncompressed archive up to its trailer, or each compressed stream),
+//! the entries found in each, and the fault that would stop the kernel, if
+//! any. `inspect`, `verify`, `diff` and [`crate::extract`] work on it.
+//!
+//! The walk is the kernel's (init/initramfs.c, unpack_to_rootfs): NULs are
+//! skipped; a `0` at a 4-aligned file offset starts a header; anything else
+//! must start a compressed stream of a method it knows, whose decompressed
+//! content is itself scanned from offset 0.
+
+pub mod diff;
+pub mod inspect;
+pub mod verify;
+
+use std::fmt;
+use std::io::Read;
+use std::ops::Deref;
+use std::path::Path;
+
+use crate::compress::{self, Compression};
+use crate::cpio::reader::{self, RawEntry, Stop};
+use crate::error::{Error, Result};
+
+/// A read-only private mapping of a whole file.
+struct Mapped {
+    ptr: *mut std::ffi::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    fn new(file: &std::fs::File, len: usize) -> std::io::Result<Mapped> {
+        // SAFETY: a fresh private, read-only mapping of `len` bytes of an
+        // open file; it is unmapped only in Drop. The bytes can change (or
+        // vanish, raising SIGBUS) if another process truncates the file
+        // while we read it: the same contract as every mmap-based reader.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ,
+                rustix::mm::MapFlags::PRIVATE,
+                file,
+                0,
+            )
+        }?;
+        Ok(Mapped { ptr, len })
+    }
+}
+
+impl Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the mapping covers `len` readable bytes for our lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are exactly what mmap returned.
+        let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
+    }
+}
+
+enum Bytes {
+    /// A regular file: headers are read with pread (a listing then reads
+    /// no data pages), data through the mapping.
+    Mapped(Mapped, std::fs::File),
+    Owned(Vec<u8>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m, _) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// One segment: an uncompressed archive (up to and including its trailer)
+/// or one compressed stream.
+pub struct Segment {
+    pub index: usize,
+    /// File offset of its first byte.
+    pub offset: u64,
+    /// File offset where its stream (or its last entry) ends.
+    pub stream_end: u64,
+    /// File offset where the next segment starts (NUL padding included).
+    pub end: u64,
+    pub compression: Compression,
+    /// Decompressed bytes; `None` for an uncompressed segment, whose entry
+    /// offsets are file offsets.
+    data: Option<Vec<u8>>,
+    pub entries: Vec<RawEntry>,
+}
+
+impl Segment {
+    /// Bytes of cpio data (decompressed).
+    pub fn size(&self) -> u64 {
+        match &self.data {
+            Some(d) => d.len() as u64,
+            None => self.stream_end - self.offset,
+        }
+    }
+}
+
+/// Where something is in an image: a file offset, or an offset in the
+/// decompressed data of a compressed segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub segment: usize,
+    /// Set for compressed segments: (method, file offset of the stream).
+    pub stream: Option<(Compression, u64)>,
+    /// A file offset, or an offset in the decompressed data.
+    pub offset: u64,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.stream {
+            None => write!(f, "offset {}", self.offset),
+            Some((c, at)) => write!(
+                f,
+                "segment {} ({c} stream at offset {at}), offset {} of its decompressed data",
+                self.segment, self.offset
+            ),
+        }
+    }
+}
+
+/// Where the kernel would stop unpacking, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub place: Place,
+    /// The kernel's message, or `None` when the image may be fine for the
+    /// kernel but composer cannot read it (lzo).
+    pub kernel: Option<&'static str>,
+    pub detail: String,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.place, self.detail)?;
+        if let Some(k) = self.kernel {
+            write!(f, " (the kernel: \"{k}\")")?;
+        }
+        Ok(())
+    }
+}
+
+pub struct Image {
+    /// The name used in messages.
+    pub name: String,
+    bytes: Bytes,
+    pub segments: Vec<Segment>,
+    /// What stops the kernel (and this reader), if anything.
+    pub fault: Option<Fault>,
+}
+
+impl Image {
+    /// Reads and parses the image at `path` (`-`: standard input).
+    pub fn open(path: &Path) -> Result<Image> {
+        let name = path.display().to_string();
+        let bytes = if path == Path::new("-") {
+            let mut v = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut v)
+                .map_err(|e| Error::io("<stdin>", e))?;
+            Bytes::Owned(v)
+        } else {
+            let file = std::fs::File::open(path).map_err(|e| {
+                Error::usage(format!("cannot open the image `{name}`: {e}"))
+                    .with_hint("check the path of the initrd")
+            })?;
+            let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+            if meta.is_dir() {
+                return Err(Error::usage(format!(
+                    "`{name}` is a directory, not an image"
+                )));
+            }
+            let len = meta.len() as usize;
+            if meta.is_file() && len > 0 {
+                let map = Mapped::new(&file, len).map_err(|e| Error::io(path, e))?;
+                Bytes::Mapped(map, file)
+            } else {
+                let mut v = Vec::new();
+                (&file)
+                    .read_to_end(&mut v)
+                    .map_err(|e| Error::io(path, e))?;
+                Bytes::Owned(v)
+            }
+        };
+        Ok(Image::parse(name, bytes))
+    }
+
+    /// Parses an image held in memory.
+    pub fn from_bytes(name: impl Into<String>, bytes: Vec<u8>) -> Image {
+        Image::parse(name.into(), Bytes::Owned(bytes))
+    }
+
+    /// The whole file.
+    pub fn file_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The buffer a segment's entries index: the decompressed data, or the
+    /// whole file for an uncompressed segment.
+    pub fn data<'a>(&'a self, seg: &'a Segment) -> &'a [u8] {
+        match &seg.data {
+            Some(d) => d,
+            None => &self.bytes,
+        }
+    }
+
+    /// Where byte `offset` of a segment's buffer is.
+    pub fn place(&self, seg: &Segment, offset: usize) -> Place {
+        Place {
+            segment: seg.index,
+            stream: seg.data.as_ref().map(|_| (seg.compression, seg.offset)),
+            offset: offset as u64,
+        }
+    }
+
+    /// Every entry with its segment, trailers left out, in archive order.
+    pub fn entries(&self) -> impl Iterator<Item = (&Segment, &RawEntry)> {
+        self.segments
+            .iter()
+            .flat_map(|s| s.entries.iter().map(move |e| (s, e)))
+            .filter(|(_, e)| !e.is_trailer())
+    }
+
+    /// The fault as a user error naming the image, for commands that
+    /// cannot go on.
+    pub fn fault_error(&self) -> Option<Error> {
+        self.fault.as_ref().map(|f| {
+            Error::usage(format!("{}: {f}", self.name))
+                .with_hint("`composer verify IMAGE` lists every problem it finds")
+        })
+    }
+
+    fn parse(name: String, bytes: Bytes) -> Image {
+        let mut img = Image {
+            name,
+            bytes,
+            segments: Vec::new(),
+            fault: None,
+        };
+        let buf: &[u8] = &img.bytes;
+        let mut segments: Vec<Segment> = Vec::new();
+        let mut fault = None;
+        let mut pos = 0usize;
+        let new_segment = |index: usize, offset: usize| Segment {
+            index,
+            offset: offset as u64,
+            stream_end: offset as u64,
+            end: offset as u64,
+            compression: Compression::None,
+            data: None,
+            entries: Vec::new(),
+        };
+        while pos < buf.len() {
+            if buf[pos] == 0 {
+                pos += 1;
+                continue;
+            }
+            if buf[pos] != b'0' || !pos.is_multiple_of(4) {
+                continue_compressed(buf, &mut pos, &mut segments, &mut fault);
+                if fault.is_some() {
+                    break;
+                }
+                continue;
+            }
+            // Uncompressed archives, one segment per trailer.
+            let scan = match &img.bytes {
+                Bytes::Mapped(_, file) => {
+                    let mut src = reader::FileSource::new(file, buf.len());
+                    let mut scan = reader::scan(&mut src, pos);
+                    if let Some(e) = src.error {
+                        scan.stop = Stop::Fault(reader::Fault {
+                            offset: pos,
+                            kernel: "read error",
+                            detail: format!("cannot read the image: {e}"),
+                        });
+                    }
+                    scan
+                }
+                Bytes::Owned(v) => reader::scan(&mut &v[..], pos),
+            };
+            let mut open: Option<Segment> = None;
+            for e in scan.entries {
+                let seg = open.get_or_insert_with(|| new_segment(segments.len(), e.offset));
+                let trailer = e.is_trailer();
+                seg.stream_end = e.end() as u64;
+                seg.entries.push(e);
+                if trailer {
+                    segments.extend(open.take());
+                }
+            }
+            match scan.stop {
+                Stop::End => {
+                    segments.extend(open.take());
+                    pos = buf.len();
+                }
+                // A compressed stream follows.
+                Stop::Other(p) => {
+                    segments.extend(open.take());
+                    pos = p;
+                }
+                Stop::Truncated(f) | Stop::Fault(f) => {
+                    let seg = open
+                        .take()
+                        .unwrap_or_else(|| new_segment(segments.len(), f.offset));
+                    fault = Some(Fault {
+                        place: Place {
+                            segment: seg.index,
+                            stream: None,
+                            offset: f.offset as u64,
+                        },
+                        kernel: Some(f.kernel)
+                            .filter(|k| !["truncated archive", "read error"].contains(k)),
+                        detail: f.detail,
+                    });
+                    segments.push(seg);
+                    break;
+                }
+            }
+        }
+        let total = buf.len() as u64;
+        let starts: Vec<u64> = segments.iter().skip(1).map(|s| s.offset).collect();
+        for (s, next) in segments.iter_mut().zip(starts.into_iter().chain([total])) {
+            s.end = next.max(s.stream_end);
+        }
+        img.segments = segments;
+        img.fault = fault;
+        img
+    }
+}
+
+/// Reads the compressed stream at `pos` (a byte that is neither NUL nor a
+/// 4-aligned `0`) as a segment, and moves `pos` past it.
+fn continue_compressed(
+    buf: &[u8],
+    pos: &mut usize,
+    segments: &mut Vec<Segment>,
+    fault: &mut Option<Fault>,
+) {
+    let at = *pos;
+    let index = segments.len();
+    let file_place = Place {
+        segment: index,
+        stream: None,
+        offset: at as u64,
+    };
+    let Some(method) = Compression::detect(&buf[at..]) else {
+        let shown = &buf[at..buf.len().min(at + 4)];
+        *fault = Some(Fault {
+            place: file_place,
+            kernel: Some("invalid magic at start of compressed archive"),
+            detail: format!(
+                "bytes `{}` start neither a newc header at a 4-aligned offset nor a \
+                 compressed stream the kernel knows",
+                hex(shown)
+            ),
+        });
+        return;
+    };
+    let decoded = match compress::decode(method, &buf[at..]) {
+        Ok(d) => d,
+        Err(e) => {
+            *fault = Some(Fault {
+                place: file_place,
+                kernel: if method == Compression::Lzo {
+                    None
+                } else {
+                    Some("decompressor failed")
+                },
+                detail: format!("{method} stream: {e}"),
+            });
+            return;
+        }
+    };
+    let scan = reader::scan(&mut &decoded.data[..], 0);
+    let place = |offset: usize| Place {
+        segment: index,
+        stream: Some((method, at as u64)),
+        offset: offset as u64,
+    };
+    let problem = match scan.stop {
+        Stop::End => None,
+        Stop::Other(p) => Some(Fault {
+            place: place(p),
+            kernel: Some("junk within compressed archive"),
+            detail: format!(
+                "byte {:#04x} where a header or NUL padding should be",
+                decoded.data[p]
+            ),
+        }),
+        Stop::Truncated(f) => Some(Fault {
+            place: place(f.offset),
+            kernel: Some("junk at the end of compressed archive"),
+            detail: f.detail,
+        }),
+        Stop::Fault(f) => Some(Fault {
+            place: place(f.offset),
+            kernel: Some(f.kernel),
+            detail: f.detail,
+        }),
+    };
+    segments.push(Segment {
+        index,
+        offset: at as u64,
+        stream_end: (at + decoded.consumed) as u64,
+        end: (at + decoded.consumed) as u64,
+        compression: method,
+        data: Some(decoded.data),
+        entries: scan.entries,
+    });
+    *pos = at + decoded.consumed;
+    *fault = problem;
+}
+
+/// Writes finished text to standard output (a closed pipe is not an error).
+pub(crate) fn print(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("<stdout>", e)),
+        _ => Ok(()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A name for people and for line-based output: valid UTF-8 stays, a
+/// backslash becomes `\\`, control characters and bytes that are not
+/// UTF-8 become `\xHH`. The same escapes a manifest reads in
+/// `{ escaped = '...' }`, so the text is lossless.
+pub fn escape_name(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len());
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => {
+                    let mut b = [0u8; 4];
+                    for byte in c.encode_utf8(&mut b).bytes() {
+                        out.push_str(&format!("\\x{byte:02x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compress::EncodeOptions;
+    use crate::cpio::Header;
+
+    fn archive(names: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            let h = Header {
+                ino: i as u32 + 1,
+                mode: 0o100644,
+                nlink: 1,
+                filesize: 3,
+                namesize: n.len() as u32 + 1,
+                ..Header::default()
+            };
+            out.extend_from_slice(&h.encode());
+            out.extend_from_slice(n.as_bytes());
+            out.push(0);
+            while !out.len().is_multiple_of(4) {
+                out.push(0);
+            }
+            out.extend_from_slice(b"abc\0");
+        }
+        out.extend_from_slice(&Header::trailer(false).encode());
+        out.extend_from_slice(b"TRAILER!!!\0");
+        while out.len() % 512 != 0 {
+            out.push(0);
+        }
+        out
+    }
+
+    #[test]
+    fn segments_of_every_kind() {
+        let mut img = archive(&["early"]);
+        for m in [Compression::Gzip, Compression::Zstd, Compression::Lz4] {
+            let opts = EncodeOptions {
+                method: m,
+                level: None,
+                threads: 1,
+            };
+            let a = archive(&[m.name(), "x"]);
+            crate::compress::encode(&opts, &mut &a[..], &mut img).unwrap();
+            // lz4 must be followed by NULs (or the end); pad to 4.
+            img.extend_from_slice(&[0; 4]);
+            while !img.len().is_multiple_of(4) {
+                img.push(0);
+            }
+        }
+        img.extend(archive(&["late"]));
+        let image = Image::from_bytes("t", img);
+        assert_eq!(image.fault, None);
+        let kinds: Vec<_> = image.segments.iter().map(|s| s.compression).collect();
+        assert_eq!(
+            kinds,
+            [
+                Compression::None,
+                Compression::Gzip,
+                Compression::Zstd,
+                Compression::Lz4,
+                Compression::None
+            ]
+        );
+        let names: Vec<_> = image.entries().map(|(_, e)| e.name.clone()).collect();
+        assert_eq!(names.len(), 8);
+        assert_eq!(
+            image.segments.last().unwrap().end,
+            image.file_bytes().len() as u64
+        );
+    }
+
+    #[test]
+    fn junk_after_a_compressed_segment() {
+        let mut img = Vec::new();
+        let opts = EncodeOptions {
+            method: Compression::Gzip,
+            level: None,
+            threads: 1,
+        };
+        let a = archive(&["a"]);
+        crate::compress::encode(&opts, &mut &a[..], &mut img).unwrap();
+        img.extend_from_slice(b"junk");
+        let image = Image::from_bytes("t", img);
+        let f = image.fault.expect("fault");
+        assert_eq!(
+            f.kernel,
+            Some("invalid magic at start of compressed archive")
+        );
+        assert_eq!(image.segments.len(), 1);
+    }
+
+    #[test]
+    fn escapes_names() {
+        assert_eq!(
+            escape_name(b"a\xffb\\c\nd\xc3\xbc"),
+            "a\\xffb\\\\c\\x0ad\u{fc}"
+        );
+    }
+}

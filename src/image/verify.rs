@@ -1,0 +1,433 @@
+//! `composer verify`: everything the kernel would silently drop or reject.
+//!
+//! Input: an [`Image`]. Output: [`Finding`]s, each with the place it is
+//! at. The walk replays what init/initramfs.c does with each entry: which
+//! entries it skips, which names it cannot create because their parent
+//! directory is missing (it never creates parents), which checksums it
+//! refuses, and which entries its hardlink table would join although they
+//! are unrelated. The reader's fault (the point where the kernel stops) is
+//! the last finding.
+
+use std::collections::HashMap;
+
+use super::{Image, Place, Segment};
+use crate::compress::{self, Compression};
+use crate::cpio::reader::{checksum, RawEntry};
+use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub place: Place,
+    pub message: String,
+    /// The kernel stops unpacking here (rather than dropping one entry).
+    pub fatal: bool,
+}
+
+/// What the simulated root holds at a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Node {
+    Dir,
+    Symlink(Vec<u8>),
+    Other,
+}
+
+/// The kernel's view of the tree being unpacked, just enough to know
+/// whether a name can be created.
+#[derive(Default)]
+struct Tree {
+    nodes: HashMap<Vec<u8>, Node>,
+}
+
+/// Why a parent cannot be used.
+enum Missing {
+    NotFound(Vec<u8>),
+    NotDir(Vec<u8>),
+    Loop,
+}
+
+impl Tree {
+    /// Splits a name as path lookup does: `.` and empty components vanish,
+    /// a leading `/` means the root (where the kernel unpacks).
+    fn components(name: &[u8]) -> Vec<&[u8]> {
+        name.split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect()
+    }
+
+    /// Resolves the directory `parts` (following symlinks, as the kernel's
+    /// lookups do for every component but the last of a name) to a
+    /// canonical path.
+    fn resolve_dir(&self, parts: &[&[u8]], depth: u32) -> Result<Vec<Vec<u8>>, Missing> {
+        if depth > 40 {
+            return Err(Missing::Loop);
+        }
+        let mut cur: Vec<Vec<u8>> = Vec::new();
+        for (i, c) in parts.iter().enumerate() {
+            if *c == b".." {
+                cur.pop();
+                continue;
+            }
+            cur.push(c.to_vec());
+            let key = cur.join(&b'/');
+            match self.nodes.get(&key) {
+                Some(Node::Dir) => {}
+                Some(Node::Symlink(target)) => {
+                    cur.pop();
+                    let mut next: Vec<&[u8]> = Vec::new();
+                    let base: Vec<&[u8]> = if target.starts_with(b"/") {
+                        Vec::new()
+                    } else {
+                        cur.iter().map(Vec::as_slice).collect()
+                    };
+                    next.extend(base);
+                    next.extend(Self::components(target));
+                    next.extend(parts[i + 1..].iter().copied());
+                    return self.resolve_dir(&next, depth + 1);
+                }
+                Some(Node::Other) => return Err(Missing::NotDir(key)),
+                None => return Err(Missing::NotFound(key)),
+            }
+        }
+        Ok(cur)
+    }
+
+    /// Where `name` would be created, or why it cannot be.
+    fn place_of(&self, name: &[u8]) -> Result<Option<Vec<u8>>, Missing> {
+        let parts = Self::components(name);
+        let Some((last, parents)) = parts.split_last() else {
+            return Ok(None); // the root itself
+        };
+        let mut dir = self.resolve_dir(parents, 0)?;
+        if *last == b".." {
+            dir.pop();
+            return Ok(Some(dir.join(&b'/')).filter(|p| !p.is_empty()));
+        }
+        dir.push(last.to_vec());
+        Ok(Some(dir.join(&b'/')))
+    }
+}
+
+/// The key of the kernel's hardlink table.
+type LinkKey = (u32, u32, u32, u32);
+
+struct LinkInfo<'a> {
+    name: Vec<u8>,
+    nlink: u32,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    data: Option<&'a [u8]>,
+}
+
+/// Runs every check; the findings come in archive order, the fault last.
+pub fn verify(image: &Image) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut tree = Tree::default();
+    let mut links: HashMap<LinkKey, LinkInfo> = HashMap::new();
+    for seg in &image.segments {
+        check_stream(image, seg, &mut findings);
+        let data = image.data(seg);
+        for e in &seg.entries {
+            let place = image.place(seg, e.offset);
+            let mut report = |message: String, fatal: bool| {
+                findings.push(Finding {
+                    place,
+                    message,
+                    fatal,
+                })
+            };
+            if let Some(skip) = e.skip {
+                report(format!("{}: {}", shown(e), skip.describe()), false);
+                continue;
+            }
+            if e.is_trailer() {
+                links.clear();
+                continue;
+            }
+            let h = &e.header;
+            let kind = h.mode & S_IFMT;
+            let body = &data[e.data.clone()];
+            if kind == S_IFREG && h.crc {
+                let sum = checksum(body);
+                if sum != h.check {
+                    report(
+                        format!(
+                            "{}: bad 070702 checksum: the header says {:08X}, the data sums \
+                             to {sum:08X} (the kernel stops: \"bad data checksum\")",
+                            shown(e),
+                            h.check
+                        ),
+                        true,
+                    );
+                }
+            }
+            let known = [
+                S_IFREG, S_IFDIR, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK,
+            ];
+            if !known.contains(&kind) {
+                report(
+                    format!(
+                        "{}: unknown file type {:o} in mode {:o}: the kernel creates nothing",
+                        shown(e),
+                        kind >> 12,
+                        h.mode
+                    ),
+                    false,
+                );
+                continue;
+            }
+            if e.name.is_empty() {
+                report(
+                    "an entry with an empty name: the kernel creates nothing".to_string(),
+                    false,
+                );
+                continue;
+            }
+            let path = match tree.place_of(&e.name) {
+                Ok(p) => p,
+                Err(why) => {
+                    let message = match why {
+                        Missing::NotFound(p) => format!(
+                            "{}: its parent directory `{}` does not exist (yet): the kernel \
+                             drops the entry (directories must come before their content)",
+                            shown(e),
+                            super::escape_name(&p)
+                        ),
+                        Missing::NotDir(p) => format!(
+                            "{}: `{}` is not a directory: the kernel drops the entry",
+                            shown(e),
+                            super::escape_name(&p)
+                        ),
+                        Missing::Loop => format!(
+                            "{}: too many levels of symlinks in its path: the kernel drops \
+                             the entry",
+                            shown(e)
+                        ),
+                    };
+                    report(message, false);
+                    continue;
+                }
+            };
+            if kind != S_IFDIR && kind != S_IFLNK && h.nlink >= 2 {
+                let key = (h.devmajor, h.devminor, h.ino, kind);
+                match links.get_mut(&key) {
+                    None => {
+                        links.insert(
+                            key,
+                            LinkInfo {
+                                name: e.name.clone(),
+                                nlink: h.nlink,
+                                mode: h.mode,
+                                uid: h.uid,
+                                gid: h.gid,
+                                data: (h.filesize > 0).then_some(body),
+                            },
+                        );
+                    }
+                    Some(first) => {
+                        let mut why = Vec::new();
+                        if first.data.is_some() && h.filesize > 0 && first.data != Some(body) {
+                            why.push("both carry data, and it differs".to_string());
+                        }
+                        if first.mode != h.mode {
+                            why.push(format!("modes {:o} and {:o}", first.mode, h.mode));
+                        }
+                        if (first.uid, first.gid) != (h.uid, h.gid) {
+                            why.push(format!(
+                                "owners {}:{} and {}:{}",
+                                first.uid, first.gid, h.uid, h.gid
+                            ));
+                        }
+                        if first.nlink != h.nlink {
+                            why.push(format!("nlink {} and {}", first.nlink, h.nlink));
+                        }
+                        if first.name == e.name {
+                            why.clear();
+                        }
+                        if !why.is_empty() {
+                            report(
+                                format!(
+                                    "{}: shares inode {} (dev {}:{}) with `{}` and has nlink \
+                                     >= 2, so the kernel makes it a hardlink of it, but they \
+                                     look unrelated ({}); give unrelated entries distinct inode \
+                                     numbers",
+                                    shown(e),
+                                    h.ino,
+                                    h.devmajor,
+                                    h.devminor,
+                                    super::escape_name(&first.name),
+                                    why.join(", ")
+                                ),
+                                false,
+                            );
+                        }
+                        if h.filesize > 0 {
+                            first.data = Some(body);
+                        }
+                    }
+                }
+            }
+            if let Some(path) = path {
+                let node = match kind {
+                    S_IFDIR => Node::Dir,
+                    S_IFLNK => Node::Symlink(super::inspect::target(image, seg, e).to_vec()),
+                    _ => Node::Other,
+                };
+                // An existing directory stays a directory (mkdir's EEXIST).
+                if !(node == Node::Dir && tree.nodes.get(&path) == Some(&Node::Dir)) {
+                    tree.nodes.insert(path, node);
+                }
+            }
+        }
+    }
+    if let Some(f) = &image.fault {
+        let message = match f.kernel {
+            Some(_) => format!("{} — the kernel stops unpacking here", f.detail),
+            None => f.detail.clone(),
+        };
+        findings.push(Finding {
+            place: f.place,
+            message: match f.kernel {
+                Some(k) => format!("{message} (\"{k}\")"),
+                None => message,
+            },
+            fatal: true,
+        });
+    }
+    findings
+}
+
+/// Checks on a compressed stream that the decoder here accepts but the
+/// kernel's does not.
+fn check_stream(image: &Image, seg: &Segment, findings: &mut Vec<Finding>) {
+    if seg.compression != Compression::Zstd {
+        return;
+    }
+    let stream = &image.file_bytes()[seg.offset as usize..seg.stream_end as usize];
+    if let Some(w) = compress::zstd_window_size(stream) {
+        if w > 1 << compress::ZSTD_MAX_WINDOW_LOG {
+            findings.push(Finding {
+                place: Place {
+                    segment: seg.index,
+                    stream: None,
+                    offset: seg.offset,
+                },
+                message: format!(
+                    "zstd frame with a {w}-byte window: the kernel's decoder accepts at most \
+                     8 MiB (\"decompressor failed\"); compress with --long off and level <= 19"
+                ),
+                fatal: true,
+            });
+        }
+    }
+}
+
+fn shown(e: &RawEntry) -> String {
+    format!("`{}`", super::escape_name(&e.name))
+}
+
+/// `composer verify IMAGE`: prints each finding; fails when there is any.
+pub fn run(path: &std::path::Path) -> crate::error::Result<()> {
+    let image = Image::open(path)?;
+    let findings = verify(&image);
+    let mut text = String::new();
+    for f in &findings {
+        text.push_str(&format!("{}: {}: {}\n", image.name, f.place, f.message));
+    }
+    let entries = image.entries().count();
+    if findings.is_empty() {
+        text.push_str(&format!(
+            "{}: ok: {} segment(s), {entries} entries; the kernel unpacks every one\n",
+            image.name,
+            image.segments.len()
+        ));
+    }
+    super::print(&text)?;
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let fatal = findings.iter().filter(|f| f.fatal).count();
+    Err(crate::error::Error::usage(format!(
+        "{}: {} problem(s) found{}",
+        image.name,
+        findings.len(),
+        if fatal > 0 {
+            format!(", {fatal} that stop the kernel's unpacking")
+        } else {
+            String::new()
+        }
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpio::Header;
+
+    struct A(Vec<u8>, u32);
+
+    impl A {
+        fn new() -> A {
+            A(Vec::new(), 1)
+        }
+        fn add(mut self, name: &str, mode: u32, nlink: u32, data: &[u8], ino: Option<u32>) -> A {
+            let ino = ino.unwrap_or_else(|| {
+                self.1 += 1;
+                self.1
+            });
+            let h = Header {
+                ino,
+                mode,
+                nlink,
+                filesize: data.len() as u32,
+                namesize: name.len() as u32 + 1,
+                ..Header::default()
+            };
+            self.0.extend_from_slice(&h.encode());
+            self.0.extend_from_slice(name.as_bytes());
+            self.0.push(0);
+            while !self.0.len().is_multiple_of(4) {
+                self.0.push(0);
+            }
+            self.0.extend_from_slice(data);
+            while !self.0.len().is_multiple_of(4) {
+                self.0.push(0);
+            }
+            self
+        }
+        fn check(self) -> Vec<String> {
+            let img = Image::from_bytes("t", self.0);
+            verify(&img).into_iter().map(|f| f.message).collect()
+        }
+    }
+
+    #[test]
+    fn missing_parents_and_symlinked_parents() {
+        let f = A::new()
+            .add("usr", 0o40755, 2, b"", None)
+            .add("usr/bin", 0o40755, 2, b"", None)
+            .add("bin", 0o120777, 1, b"usr/bin", None)
+            .add("bin/sh", 0o100755, 1, b"x", None)
+            .add("sbin/init", 0o100755, 1, b"x", None)
+            .add("bin/sh/x", 0o100755, 1, b"x", None)
+            .check();
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].contains("`sbin/init`: its parent directory `sbin`"));
+        assert!(f[1].contains("`usr/bin/sh` is not a directory"));
+    }
+
+    #[test]
+    fn hardlinks_related_and_unrelated() {
+        let ok = A::new()
+            .add("a", 0o100644, 2, b"", Some(9))
+            .add("b", 0o100644, 2, b"data", Some(9))
+            .check();
+        assert!(ok.is_empty(), "{ok:?}");
+        let bad = A::new()
+            .add("a", 0o100644, 2, b"one", Some(9))
+            .add("b", 0o100600, 2, b"two", Some(9))
+            .check();
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].contains("both carry data, and it differs, modes 100644 and 100600"));
+    }
+}

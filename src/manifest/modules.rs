@@ -1,0 +1,639 @@
+//! Glue between module rules (`modules`, `[[module]]`, `[firmware]`) and
+//! kmod resolution: requests from every document are resolved together
+//! against the kernel's module tree, and the modules, their firmware and
+//! the metadata modprobe needs (as depmod would write it for exactly these
+//! modules) become items of the image. Each item's origin says why it is
+//! there, which `composer why` prints.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+
+use super::de::Spanned;
+use super::load::{expand, Doc, Loaded};
+use super::lower::{BinaryItem, Lowerer};
+use crate::entry::{display_name, Entry, Kind, Origin, Source};
+use crate::error::{Error, Result, Warning};
+use crate::resolve::kmod::depmod::{self, Depmod, ModFile};
+use crate::resolve::kmod::select::{Request, Selection};
+use crate::resolve::kmod::{firmware, host, ko, ModuleTree};
+use crate::resolve::root::Root;
+
+enum What {
+    Name(String),
+    Pattern(String, GlobMatcher),
+    Host,
+}
+
+struct Req {
+    what: What,
+    origin: Origin,
+    label: String,
+    optional: bool,
+    firmware: bool,
+    exclude: Vec<(String, Option<GlobMatcher>)>,
+}
+
+fn glob(text: &str, origin: &Origin) -> Result<GlobMatcher> {
+    GlobBuilder::new(text)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {}", e.kind())))
+}
+
+fn globset(
+    pats: &[Spanned<String>],
+    doc: &Doc,
+    loaded: &Loaded,
+) -> Result<Vec<(String, GlobSet, Origin)>> {
+    let mut out = Vec::new();
+    for p in pats {
+        let text = expand(p, p.pos, &doc.file, &loaded.vars)?;
+        let origin = doc.origin(p.pos);
+        let g = GlobBuilder::new(&text)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {}", e.kind())))?;
+        let set = GlobSetBuilder::new()
+            .add(g)
+            .build()
+            .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {e}")))?;
+        out.push((text, set, origin));
+    }
+    Ok(out)
+}
+
+/// `kernel/fs/ext4/ext4.ko.xz` matches `kernel/fs/**/*.ko` too.
+fn path_matches(g: &GlobMatcher, relpath: &str) -> bool {
+    g.is_match(relpath) || g.is_match(ko::uncompressed_name(relpath))
+}
+
+fn excluded(ex: &[(String, Option<GlobMatcher>)], name: &str, relpath: &str) -> bool {
+    ex.iter().any(|(text, g)| match g {
+        Some(g) => path_matches(g, relpath),
+        None => crate::resolve::kmod::normalize_modname(text) == name,
+    })
+}
+
+fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
+    let mut reqs = Vec::new();
+    for doc in &loaded.docs {
+        let m = &doc.manifest;
+        // Keep the order the rules were written in.
+        let mut rules: Vec<(super::node::Pos, Option<usize>)> =
+            m.modules.iter().map(|r| (r.pos, None)).collect();
+        rules.extend(m.module.iter().enumerate().map(|(i, r)| (r.pos, Some(i))));
+        rules.sort_by_key(|(p, _)| *p);
+        let mut short = m.modules.iter();
+        for (pos, rule) in rules {
+            match rule {
+                None => {
+                    let Some(name) = short.next() else { continue };
+                    let text = expand(name, name.pos, &doc.file, &loaded.vars)?;
+                    let mut origin = doc.origin(pos);
+                    origin.rule = Some(Arc::from(format!("modules \"{text}\"")));
+                    reqs.push(Req {
+                        label: format!("modules \"{text}\""),
+                        what: What::Name(text),
+                        origin,
+                        optional: false,
+                        firmware: true,
+                        exclude: Vec::new(),
+                    });
+                }
+                Some(i) => {
+                    let r = &m.module[i].value;
+                    let mut exclude = Vec::new();
+                    for e in &r.exclude {
+                        let text = expand(e, e.pos, &doc.file, &loaded.vars)?;
+                        let g = if text.contains(['/', '*', '?', '[', '{']) {
+                            Some(glob(&text, &doc.origin(e.pos))?)
+                        } else {
+                            None
+                        };
+                        exclude.push((text, g));
+                    }
+                    let firmware = r.firmware.unwrap_or(true);
+                    let mut push = |what: What, at: super::node::Pos, label: String| {
+                        let mut origin = doc.origin(at);
+                        origin.rule = Some(Arc::from(label.as_str()));
+                        reqs.push(Req {
+                            what,
+                            origin,
+                            label,
+                            optional: r.optional,
+                            firmware,
+                            exclude: exclude.clone(),
+                        });
+                    };
+                    for n in &r.names {
+                        let text = expand(n, n.pos, &doc.file, &loaded.vars)?;
+                        push(
+                            What::Name(text.clone()),
+                            n.pos,
+                            format!("[[module]] name \"{text}\""),
+                        );
+                    }
+                    for p in &r.patterns {
+                        let text = expand(p, p.pos, &doc.file, &loaded.vars)?;
+                        let g = glob(text.trim_start_matches('/'), &doc.origin(p.pos))?;
+                        push(
+                            What::Pattern(text.clone(), g),
+                            p.pos,
+                            format!("[[module]] pattern \"{text}\""),
+                        );
+                    }
+                    if r.host {
+                        push(What::Host, pos, "[[module]] host".to_string());
+                    }
+                }
+            }
+        }
+    }
+    Ok(reqs)
+}
+
+/// Where generated module metadata is kept: `$COMPOSER_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/composer`, else `~/.cache/composer`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("COMPOSER_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("composer");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".cache/composer"),
+        None => std::env::temp_dir().join("composer-cache"),
+    }
+}
+
+/// Writes generated files into a directory named by their content, so a
+/// build never rewrites a file another build may be reading. Every file
+/// gets `mtime`, for reproducible archives.
+fn store(files: &[(String, Vec<u8>)], mtime: std::time::SystemTime) -> std::io::Result<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (n, b) in files {
+        n.hash(&mut h);
+        b.hash(&mut h);
+    }
+    mtime.hash(&mut h);
+    let dir = cache_dir()
+        .join("kmod")
+        .join(format!("{:016x}", h.finish()));
+    std::fs::create_dir_all(&dir)?;
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        if std::fs::read(&path).is_ok_and(|b| &b == bytes) {
+            continue;
+        }
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+        std::io::Write::write_all(&mut tmp, bytes)?;
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        tmp.as_file().set_times(
+            std::fs::FileTimes::new()
+                .set_accessed(mtime)
+                .set_modified(mtime),
+        )?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+    }
+    Ok(dir)
+}
+
+/// Metadata files by name: generated bytes, or None to copy the tree's.
+type Files = Vec<(String, Option<Vec<u8>>)>;
+
+/// The metadata files modprobe (kmod's and busybox's) needs for exactly
+/// the modules in `mods`, as depmod writes them; None for files to copy
+/// from the tree unchanged.
+fn metadata(tree: &ModuleTree, mods: Vec<ModFile>) -> std::result::Result<Files, String> {
+    let order_text = std::fs::read_to_string(tree.dir.join("modules.order")).ok();
+    let keep: HashSet<&str> = mods
+        .iter()
+        .map(|m| ko::uncompressed_name(&m.relpath))
+        .collect();
+    let filtered_order = order_text.as_ref().map(|t| {
+        let mut s = String::new();
+        for l in t.lines().filter(|l| keep.contains(l)) {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s
+    });
+    drop(keep);
+    let d = Depmod::new(mods, filtered_order.as_deref()).map_err(|e| e.to_string())?;
+    let bin = |r: std::result::Result<crate::resolve::kmod::index::Index, _>| {
+        r.map(|i| i.to_bytes())
+            .map_err(|e: crate::resolve::kmod::index::IndexError| e.to_string())
+    };
+    let mut files: Files = vec![
+        ("modules.dep".into(), Some(d.modules_dep())),
+        ("modules.dep.bin".into(), Some(bin(d.dep_index())?)),
+        ("modules.alias".into(), Some(d.alias_text())),
+        ("modules.alias.bin".into(), Some(bin(d.alias_index())?)),
+        ("modules.softdep".into(), Some(d.softdep_text())),
+        ("modules.symbols".into(), Some(d.symbols_text())),
+        ("modules.symbols.bin".into(), Some(bin(d.symbols_index())?)),
+        ("modules.devname".into(), Some(d.devname_text())),
+    ];
+    if let Some(w) = d.weakdep_text() {
+        files.push(("modules.weakdep".into(), Some(w)));
+    }
+    if let Some(o) = filtered_order {
+        files.push(("modules.order".into(), Some(o.into_bytes())));
+    }
+    if let Ok(b) = std::fs::read_to_string(tree.dir.join("modules.builtin")) {
+        files.push(("modules.builtin".into(), None));
+        files.push((
+            "modules.builtin.bin".into(),
+            Some(bin(depmod::builtin_index(&b))?),
+        ));
+    }
+    if let Ok(b) = std::fs::read(tree.dir.join("modules.builtin.modinfo")) {
+        files.push(("modules.builtin.modinfo".into(), None));
+        files.push((
+            "modules.builtin.alias.bin".into(),
+            Some(bin(depmod::builtin_alias_index(&b))?),
+        ));
+    }
+    Ok(files)
+}
+
+fn file_item(lw: &mut Lowerer, host: &Path, dest: String, origin: &Origin) -> Result<u64> {
+    let meta = std::fs::metadata(host).map_err(|e| {
+        Error::at(
+            origin.clone(),
+            format!("cannot read `{}`: {e}", host.display()),
+        )
+    })?;
+    let mode = lw.source_file_mode(&meta);
+    use std::os::unix::fs::MetadataExt;
+    lw.add_binary_item(
+        BinaryItem {
+            dest: dest.into_bytes(),
+            kind: Kind::File {
+                source: Source {
+                    path: host.to_path_buf(),
+                    size: meta.len(),
+                    mtime: meta.mtime(),
+                },
+                links: Vec::new(),
+            },
+            mode,
+        },
+        origin,
+    )?;
+    Ok(meta.len())
+}
+
+fn with_rule(origin: &Origin, rule: String) -> Origin {
+    let mut o = origin.clone();
+    o.rule = Some(Arc::from(rule));
+    o
+}
+
+/// Resolves every module rule of the loaded documents and adds the items.
+pub(super) fn add_all(
+    lw: &mut Lowerer,
+    loaded: &Loaded,
+    warnings: &mut Vec<Warning>,
+) -> Result<()> {
+    let reqs = requests(loaded)?;
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    let mut fw_include = Vec::new();
+    let mut fw_exclude = Vec::new();
+    for doc in &loaded.docs {
+        if let Some(f) = &doc.manifest.firmware {
+            fw_include.extend(globset(&f.include, doc, loaded)?);
+            fw_exclude.extend(globset(&f.exclude, doc, loaded)?);
+        }
+    }
+    let kver = loaded.vars.get("kver").cloned().unwrap_or_default();
+    let root = Root::new(&loaded.root);
+    let first = reqs[0].origin.clone();
+    let tree = ModuleTree::open(&root, &kver).map_err(|e| {
+        Error::at(first.clone(), format!("kernel modules: {e}")).with_hint(e.hint())
+    })?;
+
+    let mut sel = Selection::new(&tree);
+    for (tag, r) in reqs.iter().enumerate() {
+        let ex = |name: &str, relpath: &str| excluded(&r.exclude, name, relpath);
+        let request = Request {
+            tag,
+            label: r.label.clone(),
+            exclude: &ex,
+            blacklist: matches!(r.what, What::Host),
+        };
+        match &r.what {
+            What::Name(q) => {
+                if !sel.add_query(q, &request) && !r.optional {
+                    let names: Vec<&str> = tree.modules.iter().map(|m| m.name.as_str()).collect();
+                    let hint = match super::de::nearest(&crate::resolve::kmod::normalize_modname(q), &names) {
+                        Some(n) => format!("did you mean `{n}`? (set optional = true in a [[module]] rule to skip it)"),
+                        None => "check the name: modprobe would not find it either".to_string(),
+                    };
+                    return Err(Error::at(
+                        r.origin.clone(),
+                        format!(
+                            "module `{q}` is not a module, alias or built-in module of kernel {kver} (in {})",
+                            tree.dir.display()
+                        ),
+                    )
+                    .with_hint(hint));
+                }
+            }
+            What::Pattern(text, g) => {
+                let matched: Vec<String> = tree
+                    .modules
+                    .iter()
+                    .filter(|m| path_matches(g, &m.relpath))
+                    .map(|m| m.name.clone())
+                    .collect();
+                if matched.is_empty() && !r.optional {
+                    return Err(Error::at(
+                        r.origin.clone(),
+                        format!("pattern `{text}` matches no module file of kernel {kver}"),
+                    )
+                    .with_hint(format!(
+                        "patterns are relative to {}, e.g. \"kernel/drivers/block/**\"",
+                        tree.dir.display()
+                    )));
+                }
+                for name in matched {
+                    let head = format!(
+                        "{} ~ {}",
+                        r.label,
+                        tree.module(&name).map_or("", |m| m.relpath.as_str())
+                    );
+                    sel.add_module(&name, &head, &request);
+                }
+            }
+            What::Host => {
+                let scan = host::scan(Path::new("/sys/devices"), Path::new("/proc/modules"))
+                    .map_err(|e| {
+                        Error::at(
+                            r.origin.clone(),
+                            format!("host mode cannot read the machine's devices: {e}"),
+                        )
+                        .with_hint(
+                            "host mode reads /sys/devices and /proc/modules of the running machine",
+                        )
+                    })?;
+                sel.add_host(&scan, &request);
+            }
+        }
+    }
+    sel.add_weakdeps(&|_, _| false);
+    for n in &sel.notes {
+        if n.message.contains("blacklisted") {
+            warnings.push(Warning {
+                origin: Some(reqs[n.tag].origin.clone()),
+                message: n.message.clone(),
+            });
+        }
+    }
+
+    let image_dir = format!("lib/modules/{kver}");
+    let names: Vec<&str> = sel.modules.iter().map(|m| m.name.as_str()).collect();
+    tree.preload(&names)
+        .map_err(|e| Error::at(first.clone(), e.to_string()).with_hint(e.hint()))?;
+
+    // Modules and their firmware.
+    let mut mods = Vec::new();
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    let mut fw_seen: HashMap<String, ()> = HashMap::new();
+    for m in &sel.modules {
+        let r = &reqs[m.tag];
+        let origin = with_rule(&r.origin, m.chain.clone());
+        let host = tree.dir.join(&m.relpath);
+        file_item(lw, &host, format!("{image_dir}/{}", m.relpath), &origin)?;
+        if let Ok(t) = std::fs::metadata(&host).and_then(|md| md.modified()) {
+            newest = newest.max(t);
+        }
+        let info = tree
+            .info(&m.name)
+            .map_err(|e| Error::at(origin.clone(), e.to_string()).with_hint(e.hint()))?;
+        if r.firmware {
+            let mut missing = Vec::new();
+            for fw in info.values("firmware") {
+                let take = (fw_include.is_empty()
+                    || fw_include.iter().any(|(_, g, _)| g.is_match(fw)))
+                    && !fw_exclude.iter().any(|(_, g, _)| g.is_match(fw));
+                if !take {
+                    continue;
+                }
+                match firmware::find(&root, &kver, fw) {
+                    Some(f) => {
+                        let dest = f
+                            .image_path
+                            .strip_prefix("usr/")
+                            .unwrap_or(&f.image_path)
+                            .to_string();
+                        if fw_seen.insert(dest.clone(), ()).is_some() {
+                            continue;
+                        }
+                        let o = with_rule(&r.origin, format!("{} -> firmware {fw}", m.chain));
+                        file_item(lw, &f.host, dest, &o)?;
+                    }
+                    None => missing.push(fw.to_string()),
+                }
+            }
+            if !missing.is_empty() {
+                warnings.push(Warning {
+                    origin: Some(origin.clone()),
+                    message: format!(
+                        "module `{}` asks for firmware not found under /lib/firmware in the root: {} (it may fail to load without it)",
+                        m.name,
+                        shorten(&missing)
+                    ),
+                });
+            }
+        }
+        mods.push(ModFile {
+            relpath: m.relpath.clone(),
+            name: m.name.clone(),
+            info,
+        });
+    }
+
+    // Metadata for exactly these modules.
+    let count = mods.len();
+    let files = metadata(&tree, mods)
+        .map_err(|e| Error::at(first.clone(), format!("module metadata: {e}")))?;
+    let generated: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .filter_map(|(n, b)| b.clone().map(|b| (n.clone(), b)))
+        .collect();
+    let stored = store(&generated, newest).map_err(|e| {
+        Error::at(
+            first.clone(),
+            format!(
+                "cannot write module metadata to {}: {e}",
+                cache_dir().display()
+            ),
+        )
+        .with_hint("set COMPOSER_CACHE_DIR to a writable directory")
+    })?;
+    let origin = with_rule(
+        &first,
+        format!("module metadata for the {count} modules of the image (as depmod writes it)"),
+    );
+    for (name, bytes) in &files {
+        let host = match bytes {
+            Some(_) => stored.join(name),
+            None => tree.dir.join(name),
+        };
+        file_item(lw, &host, format!("{image_dir}/{name}"), &origin)?;
+    }
+    Ok(())
+}
+
+/// At most five names, then how many more.
+fn shorten(names: &[String]) -> String {
+    if names.len() <= 5 {
+        names.join(", ")
+    } else {
+        format!("{} and {} more", names[..5].join(", "), names.len() - 5)
+    }
+}
+
+/// A size for people: `1.2 MiB`.
+fn human(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+fn size_of(e: &Entry) -> u64 {
+    match &e.kind {
+        Kind::File { source, .. } => source.size,
+        _ => 0,
+    }
+}
+
+/// The module name of an image path under `lib/modules/`, if it is one.
+fn module_of(name: &str) -> Option<String> {
+    if !name.contains("lib/modules/") {
+        return None;
+    }
+    let base = name.rsplit('/').next()?;
+    ko::is_module_file(base).then(|| ko::modname(base))
+}
+
+/// `composer why`: with a target (an image path, a module name or a
+/// firmware name), why each matching entry is in the image; without one,
+/// the modules and firmware of the image by size.
+pub fn why(entries: &[Entry], target: Option<&str>) -> Result<String> {
+    let mut out = String::new();
+    match target {
+        Some(t) => {
+            let path = t.trim_start_matches('/');
+            let modname =
+                crate::resolve::kmod::normalize_modname(path.rsplit('/').next().unwrap_or(path));
+            let mut hits = 0;
+            for e in entries {
+                let name = display_name(&e.name);
+                let is_module =
+                    module_of(&name).is_some_and(|m| m == modname && !path.contains('/'));
+                let is_fw = name.contains("lib/firmware/")
+                    && (name.ends_with(&format!("/{path}"))
+                        || [".zst", ".xz"]
+                            .iter()
+                            .any(|s| name.ends_with(&format!("/{path}{s}"))));
+                if name != path && !is_module && !is_fw {
+                    continue;
+                }
+                hits += 1;
+                let _ = writeln!(out, "/{name} ({})", human(size_of(e)));
+                let _ = writeln!(out, "  {}", e.origin);
+                if let Some(rule) = &e.origin.rule {
+                    let _ = writeln!(out, "  {rule}");
+                }
+            }
+            if hits == 0 {
+                return Err(
+                    Error::usage(format!("nothing in the image matches `{t}`")).with_hint(
+                        "give an image path (/lib/modules/...), a module name or a firmware name",
+                    ),
+                );
+            }
+        }
+        None => {
+            // module name -> (module bytes, firmware bytes, firmware files)
+            let mut report: Vec<(String, u64, u64, usize, String)> = Vec::new();
+            let mut at: HashMap<String, usize> = HashMap::new();
+            for e in entries {
+                let name = display_name(&e.name);
+                if let Some(m) = module_of(&name) {
+                    at.insert(m.clone(), report.len());
+                    let chain = e.origin.rule.as_deref().unwrap_or("").to_string();
+                    report.push((m, size_of(e), 0, 0, chain));
+                }
+            }
+            for e in entries {
+                let name = display_name(&e.name);
+                if !name.contains("lib/firmware/") || !matches!(e.kind, Kind::File { .. }) {
+                    continue;
+                }
+                let Some(rule) = e.origin.rule.as_deref() else {
+                    continue;
+                };
+                let mut parts: Vec<&str> = rule.split(" -> ").collect();
+                if parts.last().is_some_and(|p| p.starts_with("firmware ")) {
+                    parts.pop();
+                }
+                let owner = parts
+                    .last()
+                    .and_then(|p| p.split_whitespace().next())
+                    .unwrap_or("");
+                if let Some(&i) = at.get(owner) {
+                    report[i].2 += size_of(e);
+                    report[i].3 += 1;
+                }
+            }
+            report.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then_with(|| a.0.cmp(&b.0)));
+            let (mods, fw): (u64, u64) = report.iter().fold((0, 0), |(m, f), r| (m + r.1, f + r.2));
+            let _ = writeln!(
+                out,
+                "{} modules ({}) and {} firmware files ({}), largest first:",
+                report.len(),
+                human(mods),
+                report.iter().map(|r| r.3).sum::<usize>(),
+                human(fw)
+            );
+            let _ = writeln!(
+                out,
+                "{:>10} {:>10} {:>10}  module  (why)",
+                "total", "module", "firmware"
+            );
+            for (name, m, f, n, chain) in &report {
+                let fwn = if *n > 0 {
+                    format!(" +{n} fw")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    out,
+                    "{:>10} {:>10} {:>10}  {name}{fwn}  ({chain})",
+                    human(m + f),
+                    human(*m),
+                    human(*f)
+                );
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,215 @@
+//! `composer plan`: the layout as a table or JSON, with totals and how far
+//! the padding is from a lower bound.
+
+use std::fmt::Write;
+
+use super::{Alignment, Layout, Record};
+use crate::cpio::header::{pad_to, HEADER_LEN};
+use crate::entry::{display_name, Entry};
+
+/// Bytes of padding in a record: NULs before it, name NULs beyond the
+/// minimum, or the whole record for a filler.
+pub fn padding_of(r: &Record) -> u64 {
+    if r.filler {
+        return r.lead as u64 + r.data_offset() - r.offset;
+    }
+    let min_end = HEADER_LEN as u64 + r.name.len() as u64 + 1;
+    let min_head = min_end + pad_to(min_end, 4);
+    r.lead as u64 + (r.data_offset() - r.offset) - min_head
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Summary {
+    pub entries: usize,
+    pub records: usize,
+    /// Repeated directory entries used as padding.
+    pub fillers: usize,
+    pub eligible: usize,
+    pub aligned: usize,
+    pub missed: usize,
+    pub padding_bytes: u64,
+    pub archive_bytes: u64,
+    /// No layout of these entries at these alignments needs less padding.
+    pub padding_lower_bound: u64,
+}
+
+/// A lower bound for the padding of any layout of these records: before
+/// the first aligned data there is at least one block; between consecutive
+/// aligned data there is at least the tail of the first up to its next
+/// block boundary (a block more when a header would not fit in the tail);
+/// everything that is not aligned data can fill those spaces, and the rest
+/// must be padding. The largest tail can be last, where it needs no filling.
+pub fn lower_bound(layout: &Layout) -> u64 {
+    let mut other: u64 = 0;
+    let mut gaps: Vec<u64> = Vec::new();
+    let mut first_block: u64 = 0;
+    let min_head = layout
+        .records
+        .iter()
+        .filter(|r| r.alignment != Alignment::NotEligible)
+        .map(|r| {
+            let e = HEADER_LEN as u64 + r.name.len() as u64 + 1;
+            e + pad_to(e, 4)
+        })
+        .min()
+        .unwrap_or(0);
+    for r in layout.records.iter().filter(|r| !r.filler) {
+        let size = r.header.filesize as u64;
+        let min_end = HEADER_LEN as u64 + r.name.len() as u64 + 1;
+        let head = min_end + pad_to(min_end, 4);
+        match r.alignment {
+            Alignment::Aligned(a) | Alignment::Missed(a) => {
+                let a = a as u64;
+                first_block = first_block.max(a);
+                other += head;
+                let tail = pad_to(size, a);
+                gaps.push(if tail >= min_head { tail } else { tail + a });
+            }
+            Alignment::NotEligible => other += head + size + pad_to(size, 4),
+        }
+    }
+    if gaps.is_empty() {
+        return 0;
+    }
+    gaps.sort_unstable();
+    gaps.pop();
+    let needed = first_block + gaps.iter().sum::<u64>();
+    needed.saturating_sub(other)
+}
+
+pub fn summarize(layout: &Layout, entries: &[Entry]) -> Summary {
+    let mut s = Summary {
+        entries: entries.len(),
+        records: layout.records.len(),
+        archive_bytes: layout.size,
+        padding_lower_bound: lower_bound(layout),
+        ..Summary::default()
+    };
+    for r in &layout.records {
+        s.padding_bytes += padding_of(r);
+        s.fillers += r.filler as usize;
+        match r.alignment {
+            Alignment::Aligned(_) => {
+                s.eligible += 1;
+                s.aligned += 1;
+            }
+            Alignment::Missed(_) => {
+                s.eligible += 1;
+                s.missed += 1;
+            }
+            Alignment::NotEligible => {}
+        }
+    }
+    s
+}
+
+fn status(r: &Record) -> String {
+    match r.alignment {
+        _ if r.filler => "filler".into(),
+        Alignment::Aligned(a) => format!("aligned {a}"),
+        Alignment::Missed(a) => format!("MISSED {a}"),
+        Alignment::NotEligible => "-".into(),
+    }
+}
+
+/// A table, one line per record, then the totals.
+pub fn render_text(layout: &Layout, summary: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>12} {:>12} {:>10} {:>8}  {:<14} name",
+        "offset", "data", "size", "padding", "alignment"
+    );
+    for r in &layout.records {
+        let _ = writeln!(
+            out,
+            "{:>12} {:>12} {:>10} {:>8}  {:<14} /{}",
+            r.offset,
+            r.data_offset(),
+            r.header.filesize,
+            padding_of(r),
+            status(r),
+            display_name(r.name)
+        );
+    }
+    out.push_str(&summary_text(summary));
+    out
+}
+
+pub fn summary_text(s: &Summary) -> String {
+    let pct = |x: u64| {
+        if s.archive_bytes == 0 {
+            0.0
+        } else {
+            100.0 * x as f64 / s.archive_bytes as f64
+        }
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} entries in {} records ({} fillers); {} eligible: {} aligned, {} missed",
+        s.entries, s.records, s.fillers, s.eligible, s.aligned, s.missed
+    );
+    let _ = writeln!(
+        out,
+        "archive {} bytes; padding {} bytes ({:.3}%); lower bound {} bytes ({:.3}%), {} above it",
+        s.archive_bytes,
+        s.padding_bytes,
+        pct(s.padding_bytes),
+        s.padding_lower_bound,
+        pct(s.padding_lower_bound),
+        s.padding_bytes.saturating_sub(s.padding_lower_bound)
+    );
+    if s.fillers > 0 {
+        out.push_str(
+            "note: fillers repeat a directory entry with identical metadata; listings show it more than once\n",
+        );
+    }
+    out
+}
+
+#[derive(serde::Serialize)]
+struct JsonRecord {
+    name: String,
+    offset: u64,
+    data_offset: u64,
+    size: u32,
+    namesize: u32,
+    padding: u64,
+    alignment: String,
+    filler: bool,
+}
+
+#[derive(serde::Serialize)]
+struct JsonPlan {
+    records: Vec<JsonRecord>,
+    summary: Summary,
+}
+
+pub fn render_json(layout: &Layout, summary: &Summary) -> String {
+    let plan = JsonPlan {
+        records: layout
+            .records
+            .iter()
+            .map(|r| JsonRecord {
+                name: display_name(r.name),
+                offset: r.offset,
+                data_offset: r.data_offset(),
+                size: r.header.filesize,
+                namesize: r.header.namesize,
+                padding: padding_of(r),
+                alignment: match r.alignment {
+                    Alignment::Aligned(_) => "aligned",
+                    Alignment::Missed(_) => "missed",
+                    Alignment::NotEligible => "not-eligible",
+                }
+                .into(),
+                filler: r.filler,
+            })
+            .collect(),
+        summary: summary.clone(),
+    };
+    let mut s = serde_json::to_string_pretty(&plan).unwrap_or_default();
+    s.push('\n');
+    s
+}

@@ -1,0 +1,133 @@
+//! The book's manifest reference cannot fall behind the schema: every key the
+//! committed JSON Schema knows (at the top level and, recursively, in every
+//! `$defs` entry) is written in book/src/manifest.md as a backquoted key,
+//! e.g. `` `dir_mode` ``. And every TOML or YAML snippet in the reference
+//! and the tutorial is a valid manifest by the schema of the code
+//! (`composer schema`; that the committed file matches it is checked in
+//! manifest_examples.rs).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn schema() -> serde_json::Value {
+    let text = fs::read_to_string(root().join("schema/composer.schema.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every name under a `properties` object anywhere in `v`.
+fn property_names(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, child) in map {
+                if k == "properties" {
+                    if let serde_json::Value::Object(props) = child {
+                        out.extend(props.keys().cloned());
+                    }
+                }
+                property_names(child, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                property_names(item, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn reference_names_every_schema_key() {
+    let schema = schema();
+    let mut keys = BTreeSet::new();
+    property_names(&schema, &mut keys);
+    // A sanity check that the walk reached $defs, not only the top level.
+    for k in ["file", "dir_mode", "escaped", "search_path", "major"] {
+        assert!(keys.contains(k), "schema walk missed `{k}`: {keys:?}");
+    }
+    let book = fs::read_to_string(root().join("book/src/manifest.md")).unwrap();
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| !book.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "book/src/manifest.md does not describe these schema keys: {missing:?}"
+    );
+}
+
+/// The fenced ```toml and ```yaml blocks of a Markdown text.
+fn snippets(markdown: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match &mut current {
+            None => {
+                if let Some(lang) = line.strip_prefix("```") {
+                    if lang == "toml" || lang == "yaml" {
+                        current = Some((lang.to_string(), String::new()));
+                    }
+                }
+            }
+            Some((_, text)) => {
+                if line.starts_with("```") {
+                    out.push(current.take().unwrap());
+                } else {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+fn as_json(lang: &str, text: &str) -> Result<serde_json::Value, String> {
+    if lang == "toml" {
+        let v: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
+        serde_json::to_value(v).map_err(|e| e.to_string())
+    } else {
+        let v: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        serde_json::to_value(v).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn book_snippets_are_valid_manifests() {
+    let out = support::run_ok(support::composer().arg("schema"));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for page in ["manifest.md", "tutorial.md"] {
+        let path = root().join("book/src").join(page);
+        let text = fs::read_to_string(&path).unwrap();
+        for (i, (lang, snippet)) in snippets(&text).iter().enumerate() {
+            checked += 1;
+            match as_json(lang, snippet) {
+                Err(e) => problems.push(format!("{page} {lang} block {i}: {e}\n{snippet}")),
+                Ok(doc) => {
+                    let errors: Vec<String> = validator
+                        .iter_errors(&doc)
+                        .map(|e| format!("{}: {e}", e.instance_path()))
+                        .collect();
+                    if !errors.is_empty() {
+                        problems.push(format!(
+                            "{page} {lang} block {i}: {}\n{snippet}",
+                            errors.join("; ")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} snippets found");
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}

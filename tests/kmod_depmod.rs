@@ -1,0 +1,140 @@
+//! composer's in-process depmod against kmod's depmod, on Debian's kernel
+//! package (about 4,000 modules, shipped without any metadata).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use composer::resolve::kmod::{depmod, ModuleTree, TreeSource};
+use composer::resolve::root::Root;
+
+/// Compares two files, printing the first differing line (text) or offset.
+fn same_file(name: &str, ours: &[u8], theirs: &[u8], problems: &mut Vec<String>) {
+    if ours == theirs {
+        eprintln!("{name}: identical ({} bytes)", ours.len());
+        return;
+    }
+    let first = ours.iter().zip(theirs).position(|(a, b)| a != b);
+    problems.push(format!(
+        "{name}: differs: {} bytes vs depmod's {}; first difference at byte {:?}",
+        ours.len(),
+        theirs.len(),
+        first
+    ));
+    if let (Ok(a), Ok(b)) = (std::str::from_utf8(ours), std::str::from_utf8(theirs)) {
+        for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+            if x != y {
+                problems.push(format!(
+                    "  line {}: ours   {x}\n  line {}: depmod {y}",
+                    i + 1,
+                    i + 1
+                ));
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn scanned_tree_writes_what_depmod_writes() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(base) = support::debian_kernel_depmod(&kernel) else {
+        return;
+    };
+    let oracle = base.join("lib/modules").join(&kernel.version);
+    let root = Root::new(&kernel.root);
+    let started = std::time::Instant::now();
+    let tree = ModuleTree::open(&root, &kernel.version).expect("open the module tree");
+    eprintln!("scanned in {:?}: {:?}", started.elapsed(), tree.source);
+    assert!(
+        matches!(tree.source, TreeSource::Scanned { .. }),
+        "the package has no metadata"
+    );
+    let d = tree.depmod.as_ref().expect("scanned");
+    assert!(d.mods.len() > 3000, "{} modules", d.mods.len());
+    let read = |n: &str| std::fs::read(oracle.join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+    let mut problems = Vec::new();
+    same_file(
+        "modules.dep",
+        &d.modules_dep(),
+        &read("modules.dep"),
+        &mut problems,
+    );
+    same_file(
+        "modules.dep.bin",
+        &d.dep_index().unwrap().to_bytes(),
+        &read("modules.dep.bin"),
+        &mut problems,
+    );
+    same_file(
+        "modules.alias",
+        &d.alias_text(),
+        &read("modules.alias"),
+        &mut problems,
+    );
+    same_file(
+        "modules.alias.bin",
+        &d.alias_index().unwrap().to_bytes(),
+        &read("modules.alias.bin"),
+        &mut problems,
+    );
+    same_file(
+        "modules.softdep",
+        &d.softdep_text(),
+        &read("modules.softdep"),
+        &mut problems,
+    );
+    same_file(
+        "modules.symbols.bin",
+        &d.symbols_index().unwrap().to_bytes(),
+        &read("modules.symbols.bin"),
+        &mut problems,
+    );
+    same_file(
+        "modules.devname",
+        &d.devname_text(),
+        &read("modules.devname"),
+        &mut problems,
+    );
+    let dir = kernel.modules_dir();
+    let builtin = std::fs::read_to_string(dir.join("modules.builtin")).unwrap();
+    same_file(
+        "modules.builtin.bin",
+        &depmod::builtin_index(&builtin).unwrap().to_bytes(),
+        &read("modules.builtin.bin"),
+        &mut problems,
+    );
+    let modinfo = std::fs::read(dir.join("modules.builtin.modinfo")).unwrap();
+    same_file(
+        "modules.builtin.alias.bin",
+        &depmod::builtin_alias_index(&modinfo).unwrap().to_bytes(),
+        &read("modules.builtin.alias.bin"),
+        &mut problems,
+    );
+    // depmod writes modules.symbols in hash order: compare the lines as sets.
+    let lines = |b: &[u8]| -> BTreeSet<String> {
+        String::from_utf8_lossy(b)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let (ours, theirs) = (lines(&d.symbols_text()), lines(&read("modules.symbols")));
+    if ours != theirs {
+        problems.push(format!(
+            "modules.symbols: {} lines only ours, {} only depmod's, e.g. {:?} / {:?}",
+            ours.difference(&theirs).count(),
+            theirs.difference(&ours).count(),
+            ours.difference(&theirs).next(),
+            theirs.difference(&ours).next()
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "differences from depmod:\n{}",
+        problems.join("\n")
+    );
+    let _ = Path::new("");
+}
