@@ -41,6 +41,8 @@ struct Sink<'o> {
     /// Archive bytes handed to the sink so far (written or buffered): the
     /// archive offset of the next byte.
     pos: u64,
+    /// The output file offset of the archive's start (positional writes).
+    base: u64,
     /// Write at explicit offsets (pwrite, copy_file_range with an output
     /// offset) so that several sinks can fill one file; otherwise write at
     /// the file position (pipes, terminals).
@@ -57,7 +59,7 @@ impl<'o> Sink<'o> {
     fn flush(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
             if self.positional {
-                let start = self.pos - self.buf.len() as u64;
+                let start = self.base + self.pos - self.buf.len() as u64;
                 std::os::unix::fs::FileExt::write_all_at(self.out, &self.buf, start)
                     .map_err(|e| self.out_err(e))?;
             } else {
@@ -85,8 +87,11 @@ impl<'o> Sink<'o> {
         // In a pre-sized (sparse) output, whole blocks of zeros are holes:
         // skip them instead of writing them.
         if self.positional {
-            let hole_start = self.pos + pad_to(self.pos, BLOCK);
-            let hole_end = end / BLOCK * BLOCK;
+            // Blocks of the file, not of the archive: it may start anywhere.
+            let at = self.base + self.pos;
+            let hole_start = at + pad_to(at, BLOCK) - self.base;
+            let hole_end = (self.base + end) / BLOCK * BLOCK;
+            let hole_end = hole_end.saturating_sub(self.base);
             if hole_end > hole_start {
                 self.zeros(hole_start - self.pos)?;
                 self.flush()?;
@@ -113,7 +118,7 @@ impl<'o> Sink<'o> {
             while done < len {
                 let want = (len - done).min(1 << 30) as usize;
                 let mut off_in = done;
-                let mut off_out = self.pos + done;
+                let mut off_out = self.base + self.pos + done;
                 let off_out = self.positional.then_some(&mut off_out);
                 match rustix::fs::copy_file_range(src, Some(&mut off_in), self.out, off_out, want) {
                     Ok(0) => return Err(shrunk(path, len)),
@@ -236,21 +241,34 @@ fn checksum_file(src: &File, path: &Path, len: u64) -> Result<u32> {
 /// offsets, each taking a contiguous share of the bytes; anything else (a
 /// pipe, a terminal) is written in order.
 pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Result<WriteStats> {
+    write_at(layout, out, out_name, threads, 0)
+}
+
+/// [`write`] for an archive that starts at file offset `base` (the file
+/// positioned there), after other archives of the same image. The
+/// layout's offsets stay relative to the archive's start.
+pub fn write_at(
+    layout: &Layout,
+    out: &File,
+    out_name: &str,
+    threads: usize,
+    base: u64,
+) -> Result<WriteStats> {
     let append = rustix::fs::fcntl_getfl(out)
         .map(|f| f.contains(rustix::fs::OFlags::APPEND))
         .unwrap_or(true);
     let regular = !append
         && out.metadata().map(|m| m.is_file()).unwrap_or(false)
-        && rustix::fs::seek(out, rustix::fs::SeekFrom::Current(0)) == Ok(0);
+        && rustix::fs::seek(out, rustix::fs::SeekFrom::Current(0)) == Ok(base);
     if !regular {
-        return write_range(layout, &layout.records, out, out_name, false, true);
+        return write_range(layout, &layout.records, out, out_name, None, true);
     }
+    let end = base + layout.size;
     // Sized up front: writers fill it at their offsets, padding stays holes.
-    out.set_len(layout.size)
-        .map_err(|e| Error::io(out_name, e))?;
+    out.set_len(end).map_err(|e| Error::io(out_name, e))?;
     if threads <= 1 || layout.records.len() < 2 {
-        let stats = write_range(layout, &layout.records, out, out_name, true, true)?;
-        rustix::fs::seek(out, rustix::fs::SeekFrom::Start(layout.size))
+        let stats = write_range(layout, &layout.records, out, out_name, Some(base), true)?;
+        rustix::fs::seek(out, rustix::fs::SeekFrom::Start(end))
             .map_err(|e| Error::io(out_name, e.into()))?;
         return Ok(stats);
     }
@@ -270,7 +288,7 @@ pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Res
             .map(|(k, w)| {
                 let records = &layout.records[w[0]..w[1]];
                 let last = k + 2 == cuts.len();
-                scope.spawn(move || write_range(layout, records, out, out_name, true, last))
+                scope.spawn(move || write_range(layout, records, out, out_name, Some(base), last))
             })
             .collect();
         handles
@@ -291,19 +309,20 @@ pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Res
     }
     total.bytes = layout.size;
     // Leave the file position at the end, as a sequential write would.
-    rustix::fs::seek(out, rustix::fs::SeekFrom::Start(layout.size))
+    rustix::fs::seek(out, rustix::fs::SeekFrom::Start(end))
         .map_err(|e| Error::io(out_name, e.into()))?;
     Ok(total)
 }
 
 /// Writes `records` (a contiguous run of the layout) and, when `trailer`,
-/// the trailer and the tail padding.
+/// the trailer and the tail padding; at file offset `base` + archive
+/// offset when `positional` is given, else at the file position.
 fn write_range(
     layout: &Layout,
     records: &[Record],
     out: &File,
     out_name: &str,
-    positional: bool,
+    positional: Option<u64>,
     trailer: bool,
 ) -> Result<WriteStats> {
     let mut sink = Sink {
@@ -313,7 +332,8 @@ fn write_range(
         pos: records
             .first()
             .map_or(layout.trailer_offset, |r| r.offset - r.lead as u64),
-        positional,
+        base: positional.unwrap_or(0),
+        positional: positional.is_some(),
         copy_file_range: true,
         stats: WriteStats::default(),
     };

@@ -36,9 +36,12 @@ fn owner(out: &mut String, e: &Entry) {
 pub fn manifest_from_entries(entries: &[Entry], from: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Imported from {from} by composer import-list.");
-    out.push_str("# The list's order is kept and no parent directories are added,\n");
-    out.push_str("# so this builds the same archive as the list.\n\n");
-    out.push_str("[image]\norder = \"manifest\"\nparents = false\n");
+    out.push_str("# The list's order is kept, no parent directories are added and\n");
+    out.push_str("# alignment follows gen_init_cpio's rule, so this builds the same\n");
+    out.push_str("# archive as the list.\n\n");
+    out.push_str(
+        "[image]\norder = \"manifest\"\nparents = false\nalign_mode = \"gen-init-cpio\"\n",
+    );
     for e in entries {
         out.push('\n');
         match &e.kind {

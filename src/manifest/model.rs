@@ -70,6 +70,69 @@ pub struct Manifest {
     pub tree: Vec<Spanned<TreeRule>>,
     #[serde(default)]
     pub glob: Vec<Spanned<GlobRule>>,
+    /// The image as several concatenated archives, in order, each
+    /// compressed or not. An entry goes to the first segment whose `paths`
+    /// match it; the rest go to the main segment.
+    #[serde(default)]
+    pub segment: Vec<Spanned<SegmentRule>>,
+    /// An uncompressed first segment with CPU microcode and ACPI table
+    /// overrides, for the kernel's early loaders.
+    #[serde(default)]
+    pub early: Option<Spanned<EarlySettings>>,
+}
+
+/// One archive of the image.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentRule {
+    /// The segment's name. Documents that name the same segment configure
+    /// one segment. `"main"` takes every entry no other segment takes
+    /// (default: the last segment); `"early"` receives `[early]`'s files.
+    pub name: Option<Spanned<String>>,
+    /// `"none"` (default), `"gzip"`, `"zstd"`, `"xz"`, `"lzma"`, `"bzip2"`
+    /// or `"lz4"` (the kernel's legacy lz4 format).
+    pub compression: Option<CompressionSpec>,
+    /// Compression level (gzip and bzip2 1-9, xz and lzma 0-9, zstd 1-19).
+    pub level: Option<Spanned<i32>>,
+    /// Compression threads for zstd, xz and lz4; 0 (default): one per CPU.
+    pub threads: Option<u32>,
+    /// Glob patterns of image paths this segment takes (`**/*.ko.zst`).
+    #[serde(default)]
+    pub paths: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionSpec {
+    None,
+    Gzip,
+    Zstd,
+    Xz,
+    Lzma,
+    Bzip2,
+    Lz4,
+}
+
+/// What the early (first, uncompressed) segment holds.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EarlySettings {
+    /// CPU microcode as kernel/x86/microcode/GenuineIntel.bin and
+    /// AuthenticAMD.bin (default false).
+    pub microcode: Option<bool>,
+    /// Intel microcode: a directory whose files are concatenated, or a
+    /// prebuilt GenuineIntel.bin. Default: the root's
+    /// /usr/lib/firmware/intel-ucode or /lib/firmware/intel-ucode.
+    pub intel_microcode: Option<Spanned<PathText>>,
+    /// AMD microcode: a directory whose `*.bin` files are concatenated, or
+    /// a prebuilt AuthenticAMD.bin. Default: the root's
+    /// /usr/lib/firmware/amd-ucode or /lib/firmware/amd-ucode.
+    pub amd_microcode: Option<Spanned<PathText>>,
+    /// ACPI table overrides: the `*.aml` files of `acpi_dir` as
+    /// kernel/firmware/acpi/*.aml (default false).
+    pub acpi: Option<bool>,
+    /// Where the ACPI tables are. Default /etc/composer/acpi in the root.
+    pub acpi_dir: Option<Spanned<PathText>>,
 }
 
 /// Values used where an entry says nothing.

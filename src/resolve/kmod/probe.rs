@@ -119,6 +119,20 @@ pub struct Probed {
     pub reason: Reason,
 }
 
+impl Found {
+    /// A module named directly (modprobe given a module file's path).
+    pub fn by_name(name: &str) -> Found {
+        Found {
+            obj: Obj {
+                name: name.to_string(),
+                alias: None,
+            },
+            via: Via::Name,
+            builtin: false,
+        }
+    }
+}
+
 impl ModuleTree {
     /// `kmod_module_new_from_lookup`: the modules a name, alias or
     /// `symbol:` name stands for, in libkmod's order. Empty when unknown.

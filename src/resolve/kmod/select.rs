@@ -115,14 +115,11 @@ impl<'t> Selection<'t> {
         true
     }
 
-    /// A module file of the tree, by module name (as `modprobe NAME` with a
-    /// name that exists).
+    /// A module file of the tree, by module name (as `modprobe PATH`: no
+    /// alias lookup).
     pub fn add_module(&mut self, name: &str, head: &str, req: &Request) {
-        for f in self.tree.lookup(name) {
-            if f.obj.name == name {
-                self.add_found(&f, head, req);
-                return;
-            }
+        if self.tree.module(name).is_some() {
+            self.add_found(&Found::by_name(name), head, req);
         }
     }
 
