@@ -131,3 +131,25 @@ fn book_snippets_are_valid_manifests() {
     assert!(checked >= 40, "only {checked} snippets found");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
+
+/// Every page of the book is in SUMMARY.md, and every link there exists.
+#[test]
+fn summary_lists_every_page() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let linked: Vec<String> = summary
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split(')').next())
+        .map(str::to_string)
+        .collect();
+    for l in &linked {
+        assert!(src.join(l).is_file(), "SUMMARY.md links to missing {l}");
+    }
+    for e in std::fs::read_dir(&src).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") && name != "SUMMARY.md" {
+            assert!(linked.contains(&name), "{name} is not in SUMMARY.md");
+        }
+    }
+}
