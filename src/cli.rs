@@ -431,12 +431,8 @@ pub fn run(cli: Cli) -> Result<()> {
                 (_, Some(list)) => build_list(list, &args.output, &args.archive, true)?,
                 (Some(m), None) => {
                     let b = prepare(m, &args.vars, Some(&args.archive), Some(&args.output))?;
-                    let mut report = pipeline::write_entries(
-                        &b.lowered.entries,
-                        &b.opts,
-                        &args.output,
-                        !args.archive.no_sync,
-                    )?;
+                    let mut report =
+                        pipeline::write_manifest(&b, &args.output, !args.archive.no_sync)?;
                     let mut w = b.lowered.warnings;
                     w.append(&mut report.warnings);
                     report.warnings = w;

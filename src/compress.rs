@@ -343,20 +343,20 @@ pub fn encode(opts: &EncodeOptions, input: &mut dyn Read, out: &mut dyn Write) -
     let threads = opts.threads.max(1);
     match opts.method {
         Compression::None => {
-            io::copy(input, &mut counted)?;
+            copy(input, &mut counted)?;
         }
         Compression::Gzip => {
             // No name and mtime 0 in the header: the same bytes every time.
             let mut e = flate2::GzBuilder::new()
                 .mtime(0)
                 .write(&mut counted, flate2::Compression::new(level as u32));
-            io::copy(input, &mut e)?;
+            copy(input, &mut e)?;
             e.finish()?;
         }
         Compression::Bzip2 => {
             let mut e =
                 bzip2::write::BzEncoder::new(&mut counted, bzip2::Compression::new(level as u32));
-            io::copy(input, &mut e)?;
+            copy(input, &mut e)?;
             e.finish()?;
         }
         Compression::Xz => {
@@ -375,14 +375,14 @@ pub fn encode(opts: &EncodeOptions, input: &mut dyn Read, out: &mut dyn Write) -
                 .map_err(other)?
             };
             let mut e = liblzma::write::XzEncoder::new_stream(&mut counted, stream);
-            io::copy(input, &mut e)?;
+            copy(input, &mut e)?;
             e.finish()?;
         }
         Compression::Lzma => {
             let o = liblzma::stream::LzmaOptions::new_preset(level as u32).map_err(other)?;
             let stream = liblzma::stream::Stream::new_lzma_encoder(&o).map_err(other)?;
             let mut e = liblzma::write::XzEncoder::new_stream(&mut counted, stream);
-            io::copy(input, &mut e)?;
+            copy(input, &mut e)?;
             e.finish()?;
         }
         Compression::Zstd => {
@@ -393,7 +393,7 @@ pub fn encode(opts: &EncodeOptions, input: &mut dyn Read, out: &mut dyn Write) -
             // The kernel refuses frames whose window is larger than 8 MiB.
             e.window_log(ZSTD_MAX_WINDOW_LOG.min(zstd_level_window_log(level)))?;
             e.include_checksum(true)?;
-            io::copy(input, &mut e)?;
+            copy(input, &mut e)?;
             e.finish()?;
         }
         Compression::Lz4 => encode_lz4_legacy(input, &mut counted, threads as usize)?,
@@ -405,6 +405,23 @@ pub fn encode(opts: &EncodeOptions, input: &mut dyn Read, out: &mut dyn Write) -
         }
     }
     Ok(counted.n)
+}
+
+/// `io::copy` with 1 MiB reads: fewer, larger calls into the encoders
+/// (multi-threaded zstd and xz hand whole chunks to their workers).
+fn copy(input: &mut dyn Read, out: &mut dyn Write) -> io::Result<u64> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0;
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        out.write_all(&buf[..n])?;
+        total += n as u64;
+    }
 }
 
 /// zstd's own window for a level (never enlarged, only capped).

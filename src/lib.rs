@@ -18,5 +18,6 @@ pub mod output;
 pub mod pipeline;
 pub mod plan;
 pub mod resolve;
+pub mod segment;
 
 pub use error::{Error, Result};

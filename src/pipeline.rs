@@ -60,10 +60,12 @@ pub fn now() -> u32 {
         .unwrap_or(0)
 }
 
-/// A manifest loaded and lowered, with the plan options it asks for.
+/// A manifest loaded and lowered, with the plan options and the segments
+/// it asks for.
 pub struct ManifestBuild {
     pub lowered: crate::manifest::Lowered,
     pub opts: PlanOptions,
+    pub segments: crate::segment::Segments,
 }
 
 /// What the command line may override in a manifest build.
@@ -87,6 +89,7 @@ pub fn prepare_manifest(
     let loaded = crate::manifest::load(path, load)?;
     let mut lowered = crate::manifest::lower(&loaded)?;
     resolve::stat_sources(&mut lowered.entries, false)?;
+    let segments = crate::segment::prepare(&loaded, &lowered.entries, &mut lowered.warnings)?;
     let align = match (overrides.align, lowered.align) {
         (Some(a), _) => a,
         (None, DefaultAlign::None) => 0,
@@ -105,7 +108,19 @@ pub fn prepare_manifest(
             mode: overrides.mode.unwrap_or(lowered.align_mode),
         },
         lowered,
+        segments,
     })
+}
+
+/// Writes a manifest's image: its segments, atomically.
+pub fn write_manifest(build: &ManifestBuild, output: &Path, sync: bool) -> Result<BuildReport> {
+    crate::segment::write(
+        &build.segments,
+        &build.lowered.entries,
+        &build.opts,
+        output,
+        sync,
+    )
 }
 
 /// The block size of the filesystem an output file will live on.

@@ -80,6 +80,20 @@ fn scanned_tree_writes_what_depmod_writes() {
         &read("modules.alias.bin"),
         &mut problems,
     );
+    // The same index files written straight from the sorted keys (as the
+    // image's metadata is).
+    for (name, bytes) in [
+        ("modules.dep.bin", d.dep_index_bytes()),
+        ("modules.alias.bin", d.alias_index_bytes()),
+        ("modules.symbols.bin", d.symbols_index_bytes()),
+    ] {
+        same_file(
+            &format!("{name} (written directly)"),
+            &bytes.unwrap(),
+            &read(name),
+            &mut problems,
+        );
+    }
     same_file(
         "modules.softdep",
         &d.softdep_text(),
@@ -106,10 +120,22 @@ fn scanned_tree_writes_what_depmod_writes() {
         &read("modules.builtin.bin"),
         &mut problems,
     );
+    same_file(
+        "modules.builtin.bin (written directly)",
+        &depmod::builtin_index_bytes(&builtin).unwrap(),
+        &read("modules.builtin.bin"),
+        &mut problems,
+    );
     let modinfo = std::fs::read(dir.join("modules.builtin.modinfo")).unwrap();
     same_file(
         "modules.builtin.alias.bin",
         &depmod::builtin_alias_index(&modinfo).unwrap().to_bytes(),
+        &read("modules.builtin.alias.bin"),
+        &mut problems,
+    );
+    same_file(
+        "modules.builtin.alias.bin (written directly)",
+        &depmod::builtin_alias_index_bytes(&modinfo).unwrap(),
         &read("modules.builtin.alias.bin"),
         &mut problems,
     );

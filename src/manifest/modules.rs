@@ -67,6 +67,14 @@ fn globset(
     Ok(out)
 }
 
+/// The directories a glob's matches all lie in: its text up to the last `/`
+/// before the first special character (`kernel/fs/**` -> `kernel/fs`), to
+/// skip most module files without running the matcher.
+fn fixed_dirs(glob: &str) -> &str {
+    let special = glob.find(['*', '?', '[', '{', '\\']).unwrap_or(glob.len());
+    glob[..special].rfind('/').map_or("", |at| &glob[..at])
+}
+
 /// `kernel/fs/ext4/ext4.ko.xz` matches `kernel/fs/**/*.ko` too.
 fn path_matches(g: &GlobMatcher, relpath: &str) -> bool {
     g.is_match(relpath) || g.is_match(ko::uncompressed_name(relpath))
@@ -229,18 +237,20 @@ fn metadata(tree: &ModuleTree, mods: Vec<ModFile>) -> std::result::Result<Files,
     });
     drop(keep);
     let d = Depmod::new(mods, filtered_order.as_deref()).map_err(|e| e.to_string())?;
-    let bin = |r: std::result::Result<crate::resolve::kmod::index::Index, _>| {
-        r.map(|i| i.to_bytes())
-            .map_err(|e: crate::resolve::kmod::index::IndexError| e.to_string())
+    let ix = |r: std::result::Result<Vec<u8>, crate::resolve::kmod::index::IndexError>| {
+        r.map_err(|e| e.to_string())
     };
     let mut files: Files = vec![
         ("modules.dep".into(), Some(d.modules_dep())),
-        ("modules.dep.bin".into(), Some(bin(d.dep_index())?)),
+        ("modules.dep.bin".into(), Some(ix(d.dep_index_bytes())?)),
         ("modules.alias".into(), Some(d.alias_text())),
-        ("modules.alias.bin".into(), Some(bin(d.alias_index())?)),
+        ("modules.alias.bin".into(), Some(ix(d.alias_index_bytes())?)),
         ("modules.softdep".into(), Some(d.softdep_text())),
         ("modules.symbols".into(), Some(d.symbols_text())),
-        ("modules.symbols.bin".into(), Some(bin(d.symbols_index())?)),
+        (
+            "modules.symbols.bin".into(),
+            Some(ix(d.symbols_index_bytes())?),
+        ),
         ("modules.devname".into(), Some(d.devname_text())),
     ];
     if let Some(w) = d.weakdep_text() {
@@ -253,20 +263,25 @@ fn metadata(tree: &ModuleTree, mods: Vec<ModFile>) -> std::result::Result<Files,
         files.push(("modules.builtin".into(), None));
         files.push((
             "modules.builtin.bin".into(),
-            Some(bin(depmod::builtin_index(&b))?),
+            Some(ix(depmod::builtin_index_bytes(&b))?),
         ));
     }
     if let Ok(b) = std::fs::read(tree.dir.join("modules.builtin.modinfo")) {
         files.push(("modules.builtin.modinfo".into(), None));
         files.push((
             "modules.builtin.alias.bin".into(),
-            Some(bin(depmod::builtin_alias_index(&b))?),
+            Some(ix(depmod::builtin_alias_index_bytes(&b))?),
         ));
     }
     Ok(files)
 }
 
-fn file_item(lw: &mut Lowerer, host: &Path, dest: String, origin: &Origin) -> Result<u64> {
+fn file_item(
+    lw: &mut Lowerer,
+    host: &Path,
+    dest: String,
+    origin: &Origin,
+) -> Result<std::fs::Metadata> {
     let meta = std::fs::metadata(host).map_err(|e| {
         Error::at(
             origin.clone(),
@@ -290,7 +305,7 @@ fn file_item(lw: &mut Lowerer, host: &Path, dest: String, origin: &Origin) -> Re
         },
         origin,
     )?;
-    Ok(meta.len())
+    Ok(meta)
 }
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
@@ -305,6 +320,14 @@ pub(super) fn add_all(
     loaded: &Loaded,
     warnings: &mut Vec<Warning>,
 ) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    macro_rules! tm {
+        ($l:expr) => {
+            if std::env::var_os("KT").is_some() {
+                eprintln!("T {:>8.2?} {}", t0.elapsed(), $l);
+            }
+        };
+    }
     let reqs = requests(loaded)?;
     if reqs.is_empty() {
         return Ok(());
@@ -320,10 +343,12 @@ pub(super) fn add_all(
     let kver = loaded.vars.get("kver").cloned().unwrap_or_default();
     let root = Root::new(&loaded.root);
     let first = reqs[0].origin.clone();
-    let tree = ModuleTree::open(&root, &kver).map_err(|e| {
+    let scans = cache_dir().join("kmod-scan");
+    let tree = ModuleTree::open_with(&root, &kver, Some(&scans)).map_err(|e| {
         Error::at(first.clone(), format!("kernel modules: {e}")).with_hint(e.hint())
     })?;
 
+    tm!("open");
     let mut sel = Selection::new(&tree);
     for (tag, r) in reqs.iter().enumerate() {
         let ex = |name: &str, relpath: &str| excluded(&r.exclude, name, relpath);
@@ -352,10 +377,11 @@ pub(super) fn add_all(
                 }
             }
             What::Pattern(text, g) => {
+                let dirs = fixed_dirs(text.trim_start_matches('/'));
                 let matched: Vec<String> = tree
                     .modules
                     .iter()
-                    .filter(|m| path_matches(g, &m.relpath))
+                    .filter(|m| m.relpath.starts_with(dirs) && path_matches(g, &m.relpath))
                     .map(|m| m.name.clone())
                     .collect();
                 if matched.is_empty() && !r.optional {
@@ -402,12 +428,15 @@ pub(super) fn add_all(
         }
     }
 
+    tm!("select");
     let image_dir = format!("lib/modules/{kver}");
     let names: Vec<&str> = sel.modules.iter().map(|m| m.name.as_str()).collect();
     tree.preload(&names)
         .map_err(|e| Error::at(first.clone(), e.to_string()).with_hint(e.hint()))?;
 
+    tm!("preload");
     // Modules and their firmware.
+    let fw_search = firmware::Search::new(&root, &kver);
     let mut mods = Vec::new();
     let mut newest = std::time::SystemTime::UNIX_EPOCH;
     let mut fw_seen: HashMap<String, ()> = HashMap::new();
@@ -415,8 +444,8 @@ pub(super) fn add_all(
         let r = &reqs[m.tag];
         let origin = with_rule(&r.origin, m.chain.clone());
         let host = tree.dir.join(&m.relpath);
-        file_item(lw, &host, format!("{image_dir}/{}", m.relpath), &origin)?;
-        if let Ok(t) = std::fs::metadata(&host).and_then(|md| md.modified()) {
+        let meta = file_item(lw, &host, format!("{image_dir}/{}", m.relpath), &origin)?;
+        if let Ok(t) = meta.modified() {
             newest = newest.max(t);
         }
         let info = tree
@@ -431,7 +460,7 @@ pub(super) fn add_all(
                 if !take {
                     continue;
                 }
-                match firmware::find(&root, &kver, fw) {
+                match fw_search.find(&root, fw) {
                     Some(f) => {
                         let dest = f
                             .image_path
@@ -465,10 +494,12 @@ pub(super) fn add_all(
         });
     }
 
+    tm!("items+firmware");
     // Metadata for exactly these modules.
     let count = mods.len();
     let files = metadata(&tree, mods)
         .map_err(|e| Error::at(first.clone(), format!("module metadata: {e}")))?;
+    tm!("metadata");
     let generated: Vec<(String, Vec<u8>)> = files
         .iter()
         .filter_map(|(n, b)| b.clone().map(|b| (n.clone(), b)))
@@ -494,6 +525,9 @@ pub(super) fn add_all(
         };
         file_item(lw, &host, format!("{image_dir}/{name}"), &origin)?;
     }
+    tm!("store");
+    drop(tree);
+    tm!("drop");
     Ok(())
 }
 

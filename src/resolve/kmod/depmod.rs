@@ -10,8 +10,10 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::index::{Index, IndexError};
-use super::ko::{uncompressed_name, KoInfo};
+use std::sync::Arc;
+
+use super::index::{self, Index, IndexError};
+use super::ko::{self, uncompressed_name, KoInfo, SymbolTable};
 use super::normalize_alias;
 
 /// One module file of a tree.
@@ -35,33 +37,66 @@ pub struct Depmod {
     /// What a `modules.dep` line lists: every dependency, direct or not,
     /// by rank.
     pub lines: Vec<Vec<usize>>,
-    /// Exported symbol -> the module that provides it (the last one in
-    /// module order, as in depmod).
-    pub owner: HashMap<String, usize, FastHash>,
+    /// The symbols of all modules, numbered.
+    symbols: Arc<SymbolTable>,
+    /// Symbol number -> the module that exports it (the last one in module
+    /// order, as in depmod), or [`NOBODY`].
+    owner: Vec<u32>,
 }
 
-/// A quick hash for symbol names (FNV-1a): tens of thousands of lookups,
-/// no untrusted keys worth a DoS-resistant hash.
+const NOBODY: u32 = u32::MAX;
+
+/// A quick hash for symbol names (eight bytes per multiply): hundreds of
+/// thousands of lookups, no untrusted keys worth a DoS-resistant hash.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FastHash;
 
 impl std::hash::BuildHasher for FastHash {
-    type Hasher = Fnv;
-    fn build_hasher(&self) -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
+    type Hasher = Fast;
+    fn build_hasher(&self) -> Fast {
+        Fast(0x243f_6a88_85a3_08d3)
     }
 }
 
-pub struct Fnv(u64);
+pub struct Fast(u64);
 
-impl std::hash::Hasher for Fnv {
+/// Multiplies and folds the high half in: every input bit reaches every
+/// output bit.
+#[inline]
+fn mix(x: u64) -> u64 {
+    let m = (x as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+impl std::hash::Hasher for Fast {
+    #[inline]
     fn finish(&self) -> u64 {
         self.0
     }
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = mix(h ^ u64::from_le_bytes(w));
         }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            h = mix(h ^ u64::from_le_bytes(w) ^ ((rest.len() as u64) << 60));
+        }
+        self.0 = h;
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.0 = mix(self.0 ^ i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.0 = mix(self.0 ^ i as u64);
     }
 }
 
@@ -77,32 +112,41 @@ impl std::fmt::Display for CycleError {
 }
 
 /// Keeps one file per module name, as depmod does: a module under
-/// `updates/` wins, otherwise the first in path order.
+/// `updates/` wins, otherwise the first in path order. Returns the kept
+/// files (in path order of the first file of each name) and the others.
 pub fn dedupe(mut mods: Vec<ModFile>) -> (Vec<ModFile>, Vec<ModFile>) {
-    mods.sort_by(|a, b| a.relpath.cmp(&b.relpath));
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    let mut kept: Vec<Option<ModFile>> = Vec::new();
-    let mut dropped = Vec::new();
-    for m in mods {
-        match by_name.get(&m.name) {
-            None => {
-                by_name.insert(m.name.clone(), kept.len());
-                kept.push(Some(m));
-            }
-            Some(&i) => {
-                let old_updates = kept[i]
-                    .as_ref()
-                    .is_some_and(|o| o.relpath.starts_with("updates/"));
-                if m.relpath.starts_with("updates/") && !old_updates {
-                    let old = kept[i].replace(m);
-                    dropped.extend(old);
-                } else {
-                    dropped.push(m);
-                }
-            }
+    if !mods.is_sorted_by(|a, b| a.relpath <= b.relpath) {
+        mods.sort_by(|a, b| a.relpath.cmp(&b.relpath));
+    }
+    // name -> (first file with the name, the one kept)
+    let mut by_name: HashMap<&str, (usize, usize), FastHash> =
+        HashMap::with_capacity_and_hasher(mods.len(), FastHash);
+    let updates = |m: &ModFile| m.relpath.starts_with("updates/");
+    for (i, m) in mods.iter().enumerate() {
+        let e = by_name.entry(m.name.as_str()).or_insert((i, i));
+        if updates(m) && !updates(&mods[e.1]) {
+            e.1 = i;
         }
     }
-    (kept.into_iter().flatten().collect(), dropped)
+    let mut keep = vec![usize::MAX; mods.len()]; // first file -> kept one
+    let mut kept_at = vec![false; mods.len()];
+    for &(first, kept) in by_name.values() {
+        keep[first] = kept;
+        kept_at[kept] = true;
+    }
+    drop(by_name);
+    let mut slots: Vec<Option<ModFile>> = mods.into_iter().map(Some).collect();
+    let mut kept = Vec::with_capacity(slots.len());
+    let mut dropped = Vec::new();
+    for i in 0..slots.len() {
+        if keep[i] != usize::MAX {
+            kept.extend(slots[keep[i]].take());
+        }
+        if !kept_at[i] {
+            dropped.extend(slots[i].take());
+        }
+    }
+    (kept, dropped)
 }
 
 impl Depmod {
@@ -110,43 +154,54 @@ impl Depmod {
     /// symbols and sorts topologically. Module names must be unique
     /// ([`dedupe`]).
     pub fn new(mut mods: Vec<ModFile>, order: Option<&str>) -> Result<Depmod, CycleError> {
-        let mut pos: HashMap<&str, usize> = HashMap::new();
+        let t0 = std::time::Instant::now();
+        macro_rules! tm {
+            ($l:expr) => {
+                if std::env::var_os("KT").is_some() {
+                    eprintln!("    dm {:>8.2?} {}", t0.elapsed(), $l);
+                }
+            };
+        }
+        let mut pos: HashMap<&str, usize, FastHash> = HashMap::default();
         if let Some(order) = order {
             for (i, line) in order.split('\n').enumerate() {
                 pos.insert(line, i);
             }
         }
-        let mut keyed: Vec<((usize, usize), ModFile)> = mods
-            .drain(..)
-            .map(|m| {
-                let k = match pos.get(uncompressed_name(&m.relpath)) {
-                    Some(&i) => (0, i),
-                    None => (1, 0),
-                };
-                (k, m)
+        // Sorted as numbers, moved once.
+        let mut keyed: Vec<(usize, usize, usize)> = mods
+            .iter()
+            .enumerate()
+            .map(|(j, m)| match pos.get(uncompressed_name(&m.relpath)) {
+                Some(&i) => (0, i, j),
+                None => (1, 0, j),
             })
             .collect();
-        keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.relpath.cmp(&b.1.relpath)));
-        let mods: Vec<ModFile> = keyed.into_iter().map(|(_, m)| m).collect();
+        keyed.sort_by(|a, b| {
+            (a.0, a.1)
+                .cmp(&(b.0, b.1))
+                .then_with(|| mods[a.2].relpath.cmp(&mods[b.2].relpath))
+        });
+        let mut slots: Vec<Option<ModFile>> = mods.drain(..).map(Some).collect();
+        let mods: Vec<ModFile> = keyed.iter().filter_map(|k| slots[k.2].take()).collect();
         let n = mods.len();
 
-        let mut owner: HashMap<String, usize, FastHash> = HashMap::default();
+        tm!("order");
+        let mut mods = mods;
+        let symbols = ko::share_table(mods.iter_mut().map(|m| &mut m.info).collect());
+        let mut owner = vec![NOBODY; symbols.len()];
         for (i, m) in mods.iter().enumerate() {
-            for e in &m.info.exports {
-                owner.insert(e.clone(), i);
+            for &e in m.info.export_ids() {
+                owner[e as usize] = i as u32;
             }
         }
-        let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+        tm!("owner");
+        let mut deps = resolve_all(&mods, &symbols, &owner);
+        tm!("resolve");
         let mut users = vec![0usize; n];
-        for (i, m) in mods.iter().enumerate() {
-            for sym in &m.info.imports {
-                let sym = sym.strip_prefix('.').unwrap_or(sym);
-                if let Some(&o) = owner.get(sym) {
-                    if !deps[i].contains(&o) {
-                        deps[i].push(o);
-                        users[o] += 1;
-                    }
-                }
+        for d in &deps {
+            for &o in d {
+                users[o] += 1;
             }
         }
 
@@ -171,6 +226,7 @@ impl Depmod {
         for d in &mut deps {
             d.sort_by_key(|&x| rank[x]);
         }
+        tm!("topo");
         let mut lines = Vec::with_capacity(n);
         let mut mark = vec![usize::MAX; n];
         for i in 0..n {
@@ -187,11 +243,13 @@ impl Depmod {
             all.sort_by_key(|&x| rank[x]);
             lines.push(all);
         }
+        tm!("lines");
         Ok(Depmod {
             mods,
             deps,
             rank,
             lines,
+            symbols,
             owner,
         })
     }
@@ -218,11 +276,20 @@ impl Depmod {
 
     /// `modules.dep.bin`.
     pub fn dep_index(&self) -> Result<Index, IndexError> {
-        let mut idx = Index::new();
+        self.dep_entries().index()
+    }
+
+    /// The bytes of [`Self::dep_index`] (written without building it).
+    pub fn dep_index_bytes(&self) -> Result<Vec<u8>, IndexError> {
+        self.dep_entries().bytes()
+    }
+
+    fn dep_entries(&self) -> Entries {
+        let mut e = Entries::default();
         for (i, m) in self.mods.iter().enumerate() {
-            idx.insert(m.name.as_bytes(), self.dep_line(i).as_bytes(), i as u32)?;
+            e.push(&[m.name.as_bytes()], self.dep_line(i).as_bytes(), i as u32);
         }
-        Ok(idx)
+        e
     }
 
     /// `modules.alias`.
@@ -239,15 +306,24 @@ impl Depmod {
     /// `modules.alias.bin`: keys with `-` as `_` outside brackets; aliases
     /// with unbalanced brackets are left out, as depmod does.
     pub fn alias_index(&self) -> Result<Index, IndexError> {
-        let mut idx = Index::new();
+        self.alias_entries().index()
+    }
+
+    /// The bytes of [`Self::alias_index`] (written without building it).
+    pub fn alias_index_bytes(&self) -> Result<Vec<u8>, IndexError> {
+        self.alias_entries().bytes()
+    }
+
+    fn alias_entries(&self) -> Entries {
+        let mut e = Entries::default();
         for (i, m) in self.mods.iter().enumerate() {
             for a in m.info.values("alias") {
                 if let Some(key) = normalize_alias(a) {
-                    idx.insert(key.as_bytes(), m.name.as_bytes(), i as u32)?;
+                    e.push(&[key.as_bytes()], m.name.as_bytes(), i as u32);
                 }
             }
         }
-        Ok(idx)
+        e
     }
 
     /// `modules.softdep`.
@@ -274,25 +350,56 @@ impl Depmod {
         any.then(|| out.into_bytes())
     }
 
+    /// The module that provides an exported symbol.
+    pub fn owner_of(&self, sym: &[u8]) -> Option<usize> {
+        let id = self.symbols.get(sym)?;
+        let o = self.owner[id as usize];
+        (o != NOBODY).then_some(o as usize)
+    }
+
+    /// Every exported symbol with the module that provides it, by symbol.
+    pub fn exported(&self) -> Vec<(&[u8], usize)> {
+        let mut syms: Vec<(&[u8], usize)> = self
+            .owner
+            .iter()
+            .enumerate()
+            .filter(|(_, &o)| o != NOBODY)
+            .map(|(id, &o)| (self.symbols.name(id as u32), o as usize))
+            .collect();
+        syms.sort_unstable();
+        syms
+    }
+
     /// `modules.symbols`, sorted by symbol.
     pub fn symbols_text(&self) -> Vec<u8> {
         let mut out = String::from("# Aliases for symbols, used by symbol_request().\n");
-        let mut syms: Vec<(&String, &usize)> = self.owner.iter().collect();
-        syms.sort();
-        for (s, &o) in syms {
-            let _ = writeln!(out, "alias symbol:{s} {}", self.mods[o].name);
+        for (s, o) in self.exported() {
+            let _ = writeln!(
+                out,
+                "alias symbol:{} {}",
+                String::from_utf8_lossy(s),
+                self.mods[o].name
+            );
         }
         out.into_bytes()
     }
 
     /// `modules.symbols.bin`.
     pub fn symbols_index(&self) -> Result<Index, IndexError> {
-        let mut idx = Index::new();
-        for (s, &o) in &self.owner {
-            let key = format!("symbol:{s}");
-            idx.insert(key.as_bytes(), self.mods[o].name.as_bytes(), o as u32)?;
+        self.symbol_entries().index()
+    }
+
+    /// The bytes of [`Self::symbols_index`] (written without building it).
+    pub fn symbols_index_bytes(&self) -> Result<Vec<u8>, IndexError> {
+        self.symbol_entries().bytes()
+    }
+
+    fn symbol_entries(&self) -> Entries {
+        let mut e = Entries::default();
+        for (s, o) in self.exported() {
+            e.push(&[b"symbol:", s], self.mods[o].name.as_bytes(), o as u32);
         }
-        Ok(idx)
+        e
     }
 
     /// `modules.devname`: modules that name a device node to create for
@@ -345,14 +452,22 @@ fn major_minor(s: &str) -> Option<(u32, u32)> {
 
 /// `modules.builtin.bin`, from `modules.builtin`.
 pub fn builtin_index(builtin: &str) -> Result<Index, IndexError> {
-    let mut idx = Index::new();
+    builtin_entries(builtin).index()
+}
+
+/// The bytes of [`builtin_index`] (written without building it).
+pub fn builtin_index_bytes(builtin: &str) -> Result<Vec<u8>, IndexError> {
+    builtin_entries(builtin).bytes()
+}
+
+fn builtin_entries(builtin: &str) -> Entries {
+    let mut e = Entries::default();
     for line in builtin.lines() {
-        if !line.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            continue;
+        if line.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            e.push(&[super::ko::modname(line).as_bytes()], b"", 0);
         }
-        idx.insert(super::ko::modname(line).as_bytes(), b"", 0)?;
     }
-    Ok(idx)
+    e
 }
 
 /// Entries of `modules.builtin.modinfo` (`module.key=value`, NUL-separated).
@@ -370,16 +485,97 @@ pub fn builtin_modinfo(data: &[u8]) -> Vec<(String, String, String)> {
 
 /// `modules.builtin.alias.bin`, from `modules.builtin.modinfo`.
 pub fn builtin_alias_index(modinfo: &[u8]) -> Result<Index, IndexError> {
-    let mut idx = Index::new();
+    builtin_alias_entries(modinfo).index()
+}
+
+/// The bytes of [`builtin_alias_index`] (written without building it).
+pub fn builtin_alias_index_bytes(modinfo: &[u8]) -> Result<Vec<u8>, IndexError> {
+    builtin_alias_entries(modinfo).bytes()
+}
+
+fn builtin_alias_entries(modinfo: &[u8]) -> Entries {
+    let mut e = Entries::default();
     for (module, key, value) in builtin_modinfo(modinfo) {
-        if key != "alias" {
-            continue;
-        }
-        if let Some(alias) = normalize_alias(&value) {
-            idx.insert(alias.as_bytes(), module.as_bytes(), 0)?;
+        if key == "alias" {
+            if let Some(alias) = normalize_alias(&value) {
+                e.push(&[alias.as_bytes()], module.as_bytes(), 0);
+            }
         }
     }
-    Ok(idx)
+    e
+}
+
+/// Keys and values of an index in insertion order, in one buffer.
+#[derive(Default)]
+struct Entries {
+    bytes: Vec<u8>,
+    /// (key end, value end, priority); each starts where the last ended.
+    items: Vec<(usize, usize, u32)>,
+}
+
+impl Entries {
+    /// Adds a key (the concatenation of `key`) with one value.
+    fn push(&mut self, key: &[&[u8]], value: &[u8], priority: u32) {
+        for k in key {
+            self.bytes.extend_from_slice(k);
+        }
+        let key_end = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.items.push((key_end, self.bytes.len(), priority));
+    }
+
+    fn list(&self) -> Vec<index::Entry<'_>> {
+        let mut start = 0;
+        self.items
+            .iter()
+            .map(|&(k, v, priority)| {
+                let e = index::Entry {
+                    key: &self.bytes[start..k],
+                    value: &self.bytes[k..v],
+                    priority,
+                };
+                start = v;
+                e
+            })
+            .collect()
+    }
+
+    fn index(&self) -> Result<Index, IndexError> {
+        let mut idx = Index::new();
+        for e in self.list() {
+            idx.insert(e.key, e.value, e.priority)?;
+        }
+        Ok(idx)
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, IndexError> {
+        index::write(&self.list())
+    }
+}
+
+/// Each module's direct dependencies: the modules that own the symbols it
+/// needs, in the order of first need (a leading `.` of a symbol is not
+/// part of its name here, as in depmod).
+fn resolve_all(mods: &[ModFile], symbols: &SymbolTable, owner: &[u32]) -> Vec<Vec<usize>> {
+    // Who provides each name, looked up once per name, not per use.
+    let provider: Vec<u32> = (0..symbols.len() as u32)
+        .map(|id| match symbols.name(id).strip_prefix(b".") {
+            Some(bare) => symbols.get(bare).map_or(NOBODY, |b| owner[b as usize]),
+            None => owner[id as usize],
+        })
+        .collect();
+    mods.iter()
+        .map(|m| {
+            let mut deps: Vec<usize> = Vec::new();
+            for &id in m.info.import_ids() {
+                let o = provider[id as usize];
+                if o != NOBODY && !deps.contains(&(o as usize)) {
+                    deps.push(o as usize);
+                }
+            }
+            deps
+        })
+        .collect()
 }
 
 fn find_cycles(mods: &[ModFile], deps: &[Vec<usize>], rank: &[usize]) -> Vec<Vec<String>> {
@@ -421,14 +617,17 @@ mod tests {
         ModFile {
             relpath: relpath.to_string(),
             name: super::super::ko::modname(relpath),
-            info: KoInfo {
-                modinfo: modinfo
+            info: KoInfo::new(
+                &modinfo
                     .iter()
-                    .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-                    .collect(),
-                exports: exports.iter().map(|s| s.to_string()).collect(),
-                imports: imports.iter().map(|s| s.to_string()).collect(),
-            },
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+                exports,
+                imports,
+            ),
         }
     }
 

@@ -42,29 +42,54 @@ pub fn valid_name(name: &str) -> bool {
 /// Looks `name` up in the root. The kernel tries the plain name in every
 /// directory before a compressed variant in any.
 pub fn find(root: &Root, kver: &str, name: &str) -> Option<FirmwareFile> {
-    if !valid_name(name) {
-        return None;
+    Search::new(root, kver).find(root, name)
+}
+
+/// The firmware directories of one root and kernel that exist, for many
+/// lookups: a name is looked for only where it can be.
+#[derive(Clone, Debug)]
+pub struct Search {
+    dirs: Vec<String>,
+}
+
+impl Search {
+    pub fn new(root: &Root, kver: &str) -> Search {
+        let dirs = search_dirs(kver)
+            .into_iter()
+            .filter(|d| {
+                root.resolve(Path::new(d), true)
+                    .is_ok_and(|host| host.is_dir())
+            })
+            .collect();
+        Search { dirs }
     }
-    let dirs = search_dirs(kver);
-    for suffix in ["", ".zst", ".xz"] {
-        for dir in &dirs {
-            let inside = format!("{dir}/{name}{suffix}");
-            let Ok(host) = root.resolve(Path::new(&inside), true) else {
-                continue;
-            };
-            if let Ok(meta) = std::fs::metadata(&host) {
-                if meta.is_file() {
-                    return Some(FirmwareFile {
-                        name: name.to_string(),
-                        image_path: inside,
-                        host,
-                        size: meta.len(),
-                    });
+
+    /// [`find`] in the directories found by [`Search::new`] (with the same
+    /// root).
+    pub fn find(&self, root: &Root, name: &str) -> Option<FirmwareFile> {
+        if !valid_name(name) {
+            return None;
+        }
+        for suffix in ["", ".zst", ".xz"] {
+            for dir in &self.dirs {
+                let inside = format!("{dir}/{name}{suffix}");
+                let Ok(host) = root.resolve(Path::new(&inside), true) else {
+                    continue;
+                };
+                if let Ok(meta) = std::fs::metadata(&host) {
+                    if meta.is_file() {
+                        return Some(FirmwareFile {
+                            name: name.to_string(),
+                            image_path: inside,
+                            host,
+                            size: meta.len(),
+                        });
+                    }
                 }
             }
         }
+        None
     }
-    None
 }
 
 #[cfg(test)]

@@ -439,6 +439,137 @@ impl Index {
     }
 }
 
+/// One value under one key, for [`write`].
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub priority: u32,
+}
+
+/// The file of the index that inserting `entries` in this order builds
+/// (what [`Index::insert`] each, then [`Index::to_bytes`], give), written
+/// straight from the sorted keys without building the trie.
+pub fn write(entries: &[Entry]) -> Result<Vec<u8>, IndexError> {
+    for e in entries {
+        check_ascii(e.key, "key")?;
+        check_ascii(e.value, "value")?;
+    }
+    // By key; a key's values by priority, equal ones newest first (as
+    // `add_value` leaves them).
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (x, y) = (&entries[a], &entries[b]);
+        x.key
+            .cmp(y.key)
+            .then(x.priority.cmp(&y.priority))
+            .then(b.cmp(&a))
+    });
+    // Each distinct key: its range of `order`.
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    for (i, &e) in order.iter().enumerate() {
+        match keys.last_mut() {
+            Some(k) if entries[order[k.0]].key == entries[e].key => k.1 = i + 1,
+            _ => keys.push((i, i + 1)),
+        }
+    }
+    let mut out = Vec::with_capacity(64 + entries.len() * 48);
+    out.extend_from_slice(&MAGIC.to_be_bytes());
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    let w = Writer {
+        entries,
+        order: &order,
+    };
+    let root = if keys.is_empty() {
+        out.len() as u32
+    } else {
+        w.node(&keys, 0, true, &mut out)
+    };
+    out[8..12].copy_from_slice(&root.to_be_bytes());
+    Ok(out)
+}
+
+struct Writer<'a> {
+    entries: &'a [Entry<'a>],
+    order: &'a [usize],
+}
+
+impl Writer<'_> {
+    fn key(&self, k: (usize, usize)) -> &[u8] {
+        self.entries[self.order[k.0]].key
+    }
+
+    /// Writes the node for `keys` (sorted, at least one, all alike up to
+    /// `depth`) after its children, as [`Index::to_bytes`] lays it out;
+    /// returns its offset word.
+    fn node(&self, keys: &[(usize, usize)], depth: usize, root: bool, out: &mut Vec<u8>) -> u32 {
+        let first = self.key(keys[0]);
+        let last = self.key(keys[keys.len() - 1]);
+        // The root keeps an empty prefix, as an inserted-into index does.
+        let common = if root {
+            0
+        } else {
+            first[depth..]
+                .iter()
+                .zip(&last[depth..])
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let end = depth + common;
+        let mut i = 0;
+        let values = if first.len() == end {
+            i = 1;
+            Some(keys[0])
+        } else {
+            None
+        };
+        let mut children: Vec<(u8, u32)> = Vec::new();
+        while i < keys.len() {
+            let ch = self.key(keys[i])[end];
+            let mut j = i + 1;
+            while j < keys.len() && self.key(keys[j])[end] == ch {
+                j += 1;
+            }
+            children.push((ch, self.node(&keys[i..j], end + 1, false, out)));
+            i = j;
+        }
+        let mut offset = out.len() as u32;
+        if common > 0 {
+            out.extend_from_slice(&first[depth..end]);
+            out.push(0);
+            offset |= NODE_PREFIX;
+        }
+        if let (Some(lo), Some(hi)) = (children.first(), children.last()) {
+            out.push(lo.0);
+            out.push(hi.0);
+            let mut k = 0;
+            for ch in lo.0..=hi.0 {
+                let at = match children.get(k) {
+                    Some(c) if c.0 == ch => {
+                        k += 1;
+                        c.1
+                    }
+                    _ => 0,
+                };
+                out.extend_from_slice(&at.to_be_bytes());
+            }
+            offset |= NODE_CHILDS;
+        }
+        if let Some((from, to)) = values {
+            out.extend_from_slice(&((to - from) as u32).to_be_bytes());
+            for &e in &self.order[from..to] {
+                let e = &self.entries[e];
+                out.extend_from_slice(&e.priority.to_be_bytes());
+                out.extend_from_slice(e.value);
+                out.push(0);
+            }
+            offset |= NODE_VALUES;
+        }
+        offset
+    }
+}
+
 /// POSIX `fnmatch(pattern, string, 0)`: `*` and `?` match any character
 /// (`/` included), `[...]` sets with ranges, `!`/`^` negation and
 /// `[:class:]`, and `\` escapes the next character.
@@ -642,6 +773,52 @@ mod tests {
             b.insert(k.as_bytes(), b"m", i as u32).unwrap();
         }
         assert_eq!(a.to_bytes(), b.to_bytes());
+    }
+
+    #[test]
+    fn writes_what_inserting_builds() {
+        // Keys that are prefixes of each other, shared stems, the empty
+        // key, repeated keys and values, equal and unequal priorities.
+        let mut seed = 7u32;
+        let mut next = move |n: u32| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (seed >> 16) % n
+        };
+        let mut owned: Vec<(Vec<u8>, Vec<u8>, u32)> = vec![(Vec::new(), b"root".to_vec(), 3)];
+        for _ in 0..600 {
+            let len = next(7) as usize;
+            let key: Vec<u8> = (0..len).map(|_| b"ab*c?-"[next(6) as usize]).collect();
+            let value = format!("v{}", next(5)).into_bytes();
+            owned.push((key, value, next(4)));
+        }
+        let entries: Vec<Entry> = owned
+            .iter()
+            .map(|(k, v, p)| Entry {
+                key: k,
+                value: v,
+                priority: *p,
+            })
+            .collect();
+        let mut idx = Index::new();
+        for e in &entries {
+            idx.insert(e.key, e.value, e.priority).unwrap();
+        }
+        assert_eq!(write(&entries).unwrap(), idx.to_bytes());
+        assert_eq!(write(&[]).unwrap(), Index::new().to_bytes());
+        let one = [Entry {
+            key: b"symbol:x",
+            value: b"m",
+            priority: 0,
+        }];
+        let mut idx = Index::new();
+        idx.insert(b"symbol:x", b"m", 0).unwrap();
+        assert_eq!(write(&one).unwrap(), idx.to_bytes());
+        let bad = [Entry {
+            key: "é".as_bytes(),
+            value: b"m",
+            priority: 0,
+        }];
+        assert!(write(&bad).is_err());
     }
 
     #[test]

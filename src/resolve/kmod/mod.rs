@@ -6,6 +6,7 @@
 //! needs so that modprobe works inside it.
 //!
 //! * `ko`: reading `.ko` files (compressed too): `.modinfo`, exports, imports;
+//! * `scan`: finding and reading every module of a tree, on all cores;
 //! * `depmod`: dependencies from the symbols, depmod's order and files;
 //! * `index`: kmod's binary trie indexes, written and searched as kmod does;
 //! * `config`: `modprobe.d` and `modules.softdep`;
@@ -18,6 +19,7 @@
 //! neither (Debian's linux-image package ships none) is scanned: every
 //! module is read and depmod's computation runs in process.
 
+pub mod cache;
 pub mod config;
 pub mod depmod;
 pub mod firmware;
@@ -25,12 +27,14 @@ pub mod host;
 pub mod index;
 pub mod ko;
 pub mod probe;
+pub mod scan;
 pub mod select;
+
+pub use scan::{list_module_files, read_modules};
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -45,28 +49,34 @@ use crate::resolve::root::Root;
 /// unbalanced brackets.
 pub fn normalize_alias(s: &str) -> Option<String> {
     let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '-' => out.push('_'),
-            ']' => return None,
-            '[' => {
+    normalize_alias_into(s, &mut out).then_some(out)
+}
+
+/// [`normalize_alias`] appending to `out`; false (and a partial `out`) for
+/// unbalanced brackets.
+fn normalize_alias_into(s: &str, out: &mut String) -> bool {
+    // `-`, `[` and `]` are ASCII: whole runs of other bytes are copied.
+    let mut rest = s;
+    let mut in_brackets = false;
+    while let Some(at) = rest.find(['-', '[', ']']) {
+        out.push_str(&rest[..at]);
+        match rest.as_bytes()[at] {
+            b'-' if !in_brackets => out.push('_'),
+            b'[' if !in_brackets => {
+                in_brackets = true;
                 out.push('[');
-                loop {
-                    match chars.next() {
-                        Some(']') => {
-                            out.push(']');
-                            break;
-                        }
-                        Some(c) => out.push(c),
-                        None => return None,
-                    }
-                }
             }
-            c => out.push(c),
+            b']' if in_brackets => {
+                in_brackets = false;
+                out.push(']');
+            }
+            b']' => return false,
+            c => out.push(c as char),
         }
+        rest = &rest[at + 1..];
     }
-    Some(out)
+    out.push_str(rest);
+    !in_brackets
 }
 
 /// libkmod's `modname_normalize`: up to the first `.`, `-` as `_`.
@@ -146,8 +156,14 @@ pub enum TreeSource {
     Indexes,
     /// The text files (`modules.dep`, `modules.alias`, ...).
     Text,
-    /// No metadata: every module was read and dependencies computed.
-    Scanned { modules: usize, elapsed: Duration },
+    /// No metadata: every module was read (or, with `kept`, what they say
+    /// was taken from an earlier scan of the unchanged tree) and the
+    /// dependencies computed.
+    Scanned {
+        modules: usize,
+        elapsed: Duration,
+        kept: bool,
+    },
 }
 
 /// A module file of the tree.
@@ -182,13 +198,98 @@ pub struct ModuleTree {
     /// Scanned trees answer from the computed graph, without tries.
     direct: Option<Direct>,
     info_cache: Mutex<HashMap<usize, KoInfo>>,
+    /// A scan being kept for the next run (finished when the tree is dropped).
+    saving: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ModuleTree {
+    fn drop(&mut self) {
+        if let Some(s) = self.saving.take() {
+            let _ = s.join();
+        }
+    }
 }
 
 /// Lookups straight from a computed [`Depmod`]: what the tries would
 /// answer, without building them.
 struct Direct {
-    /// Normalized alias pattern and module index, in module order.
-    aliases: Vec<(String, u32)>,
+    /// Normalized alias patterns, end to end.
+    text: String,
+    /// (end of the pattern in `text`, module index), in module order.
+    aliases: Vec<(u32, u32)>,
+    /// Alias numbers grouped by the first byte of the pattern; group 256
+    /// holds the patterns that may match any first byte (a wildcard or an
+    /// escape first, or empty). Group `b` is `by_first[starts[b]..starts[b + 1]]`.
+    by_first: Vec<u32>,
+    starts: Vec<u32>,
+}
+
+impl Direct {
+    fn new(d: &Depmod) -> Direct {
+        let mut text = String::new();
+        let mut aliases = Vec::new();
+        for (i, m) in d.mods.iter().enumerate() {
+            for a in m.info.values("alias") {
+                let start = text.len();
+                if normalize_alias_into(a, &mut text) {
+                    aliases.push((text.len() as u32, i as u32));
+                } else {
+                    text.truncate(start);
+                }
+            }
+        }
+        let mut direct = Direct {
+            text,
+            aliases,
+            by_first: Vec::new(),
+            starts: Vec::new(),
+        };
+        let group = |p: &[u8]| match p.first() {
+            Some(b'*' | b'?' | b'[' | b'\\') | None => 256,
+            Some(&b) => b as usize,
+        };
+        let mut count = vec![0u32; 258];
+        for a in 0..direct.aliases.len() {
+            count[group(direct.pattern(a).as_bytes()) + 1] += 1;
+        }
+        for g in 1..count.len() {
+            count[g] += count[g - 1];
+        }
+        let mut fill = count.clone();
+        direct.by_first = vec![0; direct.aliases.len()];
+        for a in 0..direct.aliases.len() {
+            let g = group(direct.pattern(a).as_bytes());
+            direct.by_first[fill[g] as usize] = a as u32;
+            fill[g] += 1;
+        }
+        direct.starts = count;
+        direct
+    }
+
+    fn pattern(&self, a: usize) -> &str {
+        let start = if a == 0 {
+            0
+        } else {
+            self.aliases[a - 1].0 as usize
+        };
+        &self.text[start..self.aliases[a].0 as usize]
+    }
+
+    /// The aliases whose pattern matches `q`, in module order.
+    fn matching(&self, q: &[u8]) -> Vec<usize> {
+        let group =
+            |g: usize| self.by_first[self.starts[g] as usize..self.starts[g + 1] as usize].iter();
+        let first = q.first().map(|&b| group(b as usize));
+        let mut hits: Vec<usize> = first
+            .into_iter()
+            .flatten()
+            .chain(group(256))
+            .map(|&a| a as usize)
+            .filter(|&a| index::fnmatch(self.pattern(a).as_bytes(), q))
+            .collect();
+        hits.sort_unstable();
+        hits
+    }
 }
 
 impl fmt::Debug for ModuleTree {
@@ -238,111 +339,34 @@ pub fn module_dir(root: &Root, kver: &str) -> Result<(PathBuf, String), KmodErro
     })
 }
 
-/// Every module file below `dir` (relative paths), as depmod finds them
-/// (`build` and `source` are skipped), sorted.
-pub fn list_module_files(dir: &Path) -> Result<Vec<String>, KmodError> {
-    let mut out = Vec::new();
-    let walker = walkdir::WalkDir::new(dir)
-        .follow_links(true)
-        .into_iter()
-        .filter_entry(|e| {
-            e.depth() != 1 || !matches!(e.file_name().to_str(), Some("build" | "source"))
-        });
-    for e in walker {
-        let e = e.map_err(|e| KmodError::Io {
-            path: e.path().unwrap_or(dir).to_path_buf(),
-            source: e
-                .into_io_error()
-                .unwrap_or_else(|| std::io::Error::other("walk failed")),
-        })?;
-        if !e.file_type().is_file() {
-            continue;
-        }
-        let Some(name) = e.file_name().to_str() else {
-            continue;
-        };
-        if !ko::is_module_file(name) {
-            continue;
-        }
-        if let Ok(rel) = e.path().strip_prefix(dir) {
-            if let Some(rel) = rel.to_str() {
-                out.push(rel.to_string());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Reads many modules on all cores. Results keep the input order.
-pub fn read_modules(dir: &Path, relpaths: &[String]) -> Result<Vec<KoInfo>, KmodError> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<KoInfo, KmodError>>>> =
-        Mutex::new((0..relpaths.len()).map(|_| None).collect());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut local = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= relpaths.len() {
-                        break;
-                    }
-                    let path = dir.join(&relpaths[i]);
-                    let r = ko::read(&path).map_err(|e| match e.kind() {
-                        std::io::ErrorKind::InvalidData => KmodError::BadModule {
-                            path: path.clone(),
-                            message: e.to_string(),
-                        },
-                        _ => KmodError::Io {
-                            path: path.clone(),
-                            source: e,
-                        },
-                    });
-                    local.push((i, r));
-                }
-                if let Ok(mut all) = results.lock() {
-                    for (i, r) in local {
-                        all[i] = Some(r);
-                    }
-                }
-            });
-        }
-    });
-    let all = results.into_inner().unwrap_or_default();
-    all.into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| {
-                Err(KmodError::Io {
-                    path: dir.to_path_buf(),
-                    source: std::io::Error::other("a reader thread failed"),
-                })
-            })
-        })
-        .collect()
-}
-
 impl ModuleTree {
     /// Opens the modules of `kver` in `root`: through kmod's indexes when
     /// present, else the text metadata, else by scanning every module.
     pub fn open(root: &Root, kver: &str) -> Result<ModuleTree, KmodError> {
+        Self::open_with(root, kver, None)
+    }
+
+    /// [`Self::open`]; a tree that has to be scanned is kept in (and taken
+    /// from) `scans`, a directory for [`cache`].
+    pub fn open_with(
+        root: &Root,
+        kver: &str,
+        scans: Option<&Path>,
+    ) -> Result<ModuleTree, KmodError> {
         let (dir, image_dir) = module_dir(root, kver)?;
         if dir.join("modules.dep.bin").is_file() {
             Self::from_indexes(root, kver, dir, image_dir)
         } else if dir.join("modules.dep").is_file() {
             Self::from_text(root, kver, dir, image_dir)
         } else {
-            Self::scan_dir(root, kver, dir, image_dir)
+            Self::scan_dir(root, kver, dir, image_dir, scans)
         }
     }
 
     /// Opens the tree by reading every module, whatever metadata it has.
     pub fn scan(root: &Root, kver: &str) -> Result<ModuleTree, KmodError> {
         let (dir, image_dir) = module_dir(root, kver)?;
-        Self::scan_dir(root, kver, dir, image_dir)
+        Self::scan_dir(root, kver, dir, image_dir, None)
     }
 
     fn builtin_indexes(dir: &Path) -> Result<(Index, Option<Index>), KmodError> {
@@ -371,32 +395,71 @@ impl ModuleTree {
         kver: &str,
         dir: PathBuf,
         image_dir: String,
+        scans: Option<&Path>,
     ) -> Result<ModuleTree, KmodError> {
         let started = Instant::now();
-        let relpaths = list_module_files(&dir)?;
-        let infos = read_modules(&dir, &relpaths)?;
-        let mods: Vec<ModFile> = relpaths
+        let mut saving = None;
+        let (found, kept) = match scans {
+            None => (scan::scan(&dir, true)?, false),
+            Some(scans) => {
+                // Kept under the real path: another way to the same tree
+                // finds the same scan.
+                let real = std::fs::canonicalize(&dir).map_err(io_err(&dir))?;
+                match cache::load(scans, &real) {
+                    Some(found) => (found, true),
+                    None => {
+                        let now = std::time::SystemTime::now();
+                        let s = scan::scan_tree(&dir, true, true)?;
+                        if std::env::var_os("KT").is_some() {
+                            eprintln!("  scanned {:?}", started.elapsed());
+                        }
+                        let found = s
+                            .modules
+                            .iter()
+                            .map(|(r, i, _)| (r.clone(), i.clone()))
+                            .collect();
+                        // Written meanwhile, on a core the rest leaves idle.
+                        let scans = scans.to_path_buf();
+                        if std::env::var_os("KSYNC").is_some() {
+                            cache::save(&scans, &real, &s, now);
+                        } else {
+                            saving = Some(std::thread::spawn(move || {
+                                cache::save(&scans, &real, &s, now)
+                            }));
+                        }
+                        (found, false)
+                    }
+                }
+            }
+        };
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  read {:?}", started.elapsed());
+        }
+        let mods: Vec<ModFile> = found
             .into_iter()
-            .zip(infos)
             .map(|(relpath, info)| ModFile {
                 name: ko::modname(&relpath),
                 relpath,
                 info,
             })
             .collect();
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  modfiles {:?}", started.elapsed());
+        }
         let (mods, _shadowed) = depmod::dedupe(mods);
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  dedupe {:?}", started.elapsed());
+        }
         let order =
             read_opt(&dir.join("modules.order"))?.map(|b| String::from_utf8_lossy(&b).into_owned());
         let d = Depmod::new(mods, order.as_deref()).map_err(KmodError::Cycle)?;
-        let mut aliases = Vec::new();
-        for (i, m) in d.mods.iter().enumerate() {
-            for a in m.info.values("alias") {
-                if let Some(key) = normalize_alias(a) {
-                    aliases.push((key, i as u32));
-                }
-            }
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  depmod {:?}", started.elapsed());
         }
-        let direct = Some(Direct { aliases });
+        let direct = Some(Direct::new(&d));
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  aliases {:?}", started.elapsed());
+        }
         let (builtin, builtin_alias) = Self::builtin_indexes(&dir)?;
         let mut extra = vec![(
             format!("/{image_dir}/modules.softdep"),
@@ -410,7 +473,13 @@ impl ModuleTree {
                 String::from_utf8_lossy(&w).into_owned(),
             ));
         }
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  builtin+softdep {:?}", started.elapsed());
+        }
         let config = Config::load(root, extra);
+        if std::env::var_os("KT").is_some() {
+            eprintln!("  config {:?}", started.elapsed());
+        }
         let modules: Vec<TreeModule> = d
             .mods
             .iter()
@@ -430,6 +499,7 @@ impl ModuleTree {
             source: TreeSource::Scanned {
                 modules: modules.len(),
                 elapsed: started.elapsed(),
+                kept,
             },
             dir,
             image_dir,
@@ -444,6 +514,7 @@ impl ModuleTree {
             depmod: Some(d),
             direct,
             info_cache,
+            saving,
         })
     }
 
@@ -509,6 +580,7 @@ impl ModuleTree {
             depmod: None,
             direct: None,
             info_cache: Mutex::new(HashMap::new()),
+            saving: None,
         }
     }
 
@@ -652,13 +724,15 @@ impl ModuleTree {
     pub(crate) fn alias_matches(&self, q: &str) -> Vec<index::Match> {
         match (&self.direct, &self.depmod) {
             (Some(direct), Some(d)) => direct
-                .aliases
-                .iter()
-                .filter(|(pat, _)| index::fnmatch(pat.as_bytes(), q.as_bytes()))
-                .map(|(pat, i)| index::Match {
-                    key: pat.clone().into_bytes(),
-                    value: d.mods[*i as usize].name.clone().into_bytes(),
-                    priority: *i,
+                .matching(q.as_bytes())
+                .into_iter()
+                .map(|a| {
+                    let i = direct.aliases[a].1;
+                    index::Match {
+                        key: direct.pattern(a).as_bytes().to_vec(),
+                        value: d.mods[i as usize].name.clone().into_bytes(),
+                        priority: i,
+                    }
                 })
                 .collect(),
             _ => self.alias.search_wild(q.as_bytes()),
@@ -670,8 +744,8 @@ impl ModuleTree {
         match (&self.direct, &self.depmod) {
             (Some(_), Some(d)) => q
                 .strip_prefix("symbol:")
-                .and_then(|sym| d.owner.get(sym))
-                .map(|&o| index::Match {
+                .and_then(|sym| d.owner_of(sym.as_bytes()))
+                .map(|o| index::Match {
                     key: q.as_bytes().to_vec(),
                     value: d.mods[o].name.clone().into_bytes(),
                     priority: o as u32,
@@ -692,7 +766,8 @@ impl ModuleTree {
             return Ok(KoInfo::default());
         };
         if let Some(d) = &self.depmod {
-            if let Some(m) = d.mods.iter().find(|m| m.name == name) {
+            // A scanned tree lists its modules in the graph's order.
+            if let Some(m) = d.mods.get(i).filter(|m| m.name == name) {
                 return Ok(m.info.clone());
             }
         }
@@ -755,8 +830,11 @@ mod tests {
             normalize_alias("pci:v[0-9]d-x").as_deref(),
             Some("pci:v[0-9]d_x")
         );
+        assert_eq!(normalize_alias("a[x-y[]-b-").as_deref(), Some("a[x-y[]_b_"));
+        assert_eq!(normalize_alias("é-ü").as_deref(), Some("é_ü"));
         assert_eq!(normalize_alias("a]b"), None);
         assert_eq!(normalize_alias("a[b"), None);
+        assert_eq!(normalize_alias("[a]]"), None);
         assert_eq!(normalize_modname("crc32c-intel.ko"), "crc32c_intel");
     }
 }
