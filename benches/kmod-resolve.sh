@@ -4,7 +4,9 @@
 # virtio} and kernel/fs of Debian's kernel package (with firmware lookup).
 #
 # composer reads the package as shipped (no modules.dep: it reads every
-# module and computes the dependencies itself); modprobe needs depmod's
+# module and computes the dependencies itself), once as a first run (no
+# kept scan, no cache at all) and once as a later run (what the first run
+# kept, checked against the unchanged tree); modprobe needs depmod's
 # metadata, so it runs on a copy prepared by depmod (not timed).
 #
 # Usage: benches/kmod-resolve.sh [KERNEL_ROOT [DEPMOD_BASE]]
@@ -62,6 +64,8 @@ sed "s|^root = .*|root = \"$(realpath "$base")\"|" "$work/scan.toml" > "$work/in
     echo "done < '$work/names'"
 } > "$work/modprobe.sh"
 
+export COMPOSER_CACHE_DIR="$work/cache"
+
 # Same answer first: every module of the selection is in composer's image.
 "$composer" export-list "$work/scan.toml" --kver "$kver" 2>/dev/null \
     | awk '$1 == "file" && $2 ~ /\.ko/ { n = $2; sub(/.*\//, "", n); sub(/\.ko.*$/, "", n); gsub(/-/, "_", n); print n }' \
@@ -72,13 +76,18 @@ if [ "$missing" -ne 0 ]; then
     exit 1
 fi
 
-export COMPOSER_CACHE_DIR="$work/cache"
 hyperfine --warmup 1 --runs "${RUNS:-10}" --style basic \
     --export-markdown "$work/table.md" \
-    --command-name "composer check (package as shipped: scan all modules, compute deps, firmware; $count modules selected)" \
+    --prepare "rm -rf $work/cache" \
+    --command-name "composer check, package as shipped, first run (reads all modules, computes deps, keeps the scan; firmware; $count modules selected)" \
     "$composer check $work/scan.toml --kver $kver" \
+    --prepare true \
+    --command-name "composer check, package as shipped, later runs (the kept scan, checked against the tree; firmware)" \
+    "$composer check $work/scan.toml --kver $kver" \
+    --prepare true \
     --command-name "composer check (depmod's indexes, firmware)" \
     "$composer check $work/indexes.toml --kver $kver" \
+    --prepare true \
     --command-name "modprobe --show-depends, once per module ($count calls)" \
     "sh $work/modprobe.sh" 2>&1 | grep -v '^ *Warning' >&2
 

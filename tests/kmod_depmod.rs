@@ -162,3 +162,35 @@ fn scanned_tree_writes_what_depmod_writes() {
         problems.join("\n")
     );
 }
+
+/// A scan kept for the next run gives the same tree, and only while the
+/// tree is unchanged.
+#[test]
+fn kept_scan_is_the_same_tree() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let scratch = support::Scratch::new("kmod-kept-scan");
+    let scans = scratch.join("scans");
+    let root = Root::new(&kernel.root);
+    let kept = |tree: &ModuleTree| matches!(tree.source, TreeSource::Scanned { kept: true, .. });
+    let first = ModuleTree::open_with(&root, &kernel.version, Some(&scans)).unwrap();
+    assert!(!kept(&first));
+    let first_dep = first.depmod.as_ref().unwrap().modules_dep();
+    drop(first); // waits for the scan to be written
+    let started = std::time::Instant::now();
+    let second = ModuleTree::open_with(&root, &kernel.version, Some(&scans)).unwrap();
+    eprintln!("kept scan taken in {:?}", started.elapsed());
+    assert!(kept(&second), "the unchanged tree's scan is used");
+    let (a, b) = (ModuleTree::open(&root, &kernel.version).unwrap(), &second);
+    let (a, b) = (a.depmod.as_ref().unwrap(), b.depmod.as_ref().unwrap());
+    assert_eq!(first_dep, b.modules_dep());
+    assert_eq!(a.modules_dep(), b.modules_dep());
+    assert_eq!(a.alias_text(), b.alias_text());
+    assert_eq!(a.softdep_text(), b.softdep_text());
+    assert_eq!(a.symbols_text(), b.symbols_text());
+    for (x, y) in a.mods.iter().zip(&b.mods) {
+        assert_eq!(x.relpath, y.relpath);
+        assert_eq!(x.info, y.info, "{}", x.relpath);
+    }
+}

@@ -320,14 +320,6 @@ pub(super) fn add_all(
     loaded: &Loaded,
     warnings: &mut Vec<Warning>,
 ) -> Result<()> {
-    let t0 = std::time::Instant::now();
-    macro_rules! tm {
-        ($l:expr) => {
-            if std::env::var_os("KT").is_some() {
-                eprintln!("T {:>8.2?} {}", t0.elapsed(), $l);
-            }
-        };
-    }
     let reqs = requests(loaded)?;
     if reqs.is_empty() {
         return Ok(());
@@ -348,7 +340,6 @@ pub(super) fn add_all(
         Error::at(first.clone(), format!("kernel modules: {e}")).with_hint(e.hint())
     })?;
 
-    tm!("open");
     let mut sel = Selection::new(&tree);
     for (tag, r) in reqs.iter().enumerate() {
         let ex = |name: &str, relpath: &str| excluded(&r.exclude, name, relpath);
@@ -428,13 +419,11 @@ pub(super) fn add_all(
         }
     }
 
-    tm!("select");
     let image_dir = format!("lib/modules/{kver}");
     let names: Vec<&str> = sel.modules.iter().map(|m| m.name.as_str()).collect();
     tree.preload(&names)
         .map_err(|e| Error::at(first.clone(), e.to_string()).with_hint(e.hint()))?;
 
-    tm!("preload");
     // Modules and their firmware.
     let fw_search = firmware::Search::new(&root, &kver);
     let mut mods = Vec::new();
@@ -494,12 +483,10 @@ pub(super) fn add_all(
         });
     }
 
-    tm!("items+firmware");
     // Metadata for exactly these modules.
     let count = mods.len();
     let files = metadata(&tree, mods)
         .map_err(|e| Error::at(first.clone(), format!("module metadata: {e}")))?;
-    tm!("metadata");
     let generated: Vec<(String, Vec<u8>)> = files
         .iter()
         .filter_map(|(n, b)| b.clone().map(|b| (n.clone(), b)))
@@ -525,9 +512,7 @@ pub(super) fn add_all(
         };
         file_item(lw, &host, format!("{image_dir}/{name}"), &origin)?;
     }
-    tm!("store");
     drop(tree);
-    tm!("drop");
     Ok(())
 }
 
@@ -670,4 +655,30 @@ pub fn why(entries: &[Entry], target: Option<&str>) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_glob_matches_only_below_its_fixed_directories() {
+        assert_eq!(fixed_dirs("kernel/drivers/ata/**"), "kernel/drivers/ata");
+        assert_eq!(fixed_dirs("kernel/fs/ext4/ext4.ko"), "kernel/fs/ext4");
+        assert_eq!(fixed_dirs("kernel/fs/*/x.ko"), "kernel/fs");
+        assert_eq!(fixed_dirs("kernel/dri[vb]ers/**"), "kernel");
+        assert_eq!(fixed_dirs("kernel/{fs,lib}/**"), "kernel");
+        assert_eq!(fixed_dirs("**/virtio*.ko"), "");
+        assert_eq!(fixed_dirs("ext4.ko"), "");
+        // Whatever the glob matches starts with them.
+        for (pat, path) in [
+            ("kernel/fs/**", "kernel/fs/ext4/ext4.ko.xz"),
+            ("kernel/f?/**", "kernel/fs/ext4/ext4.ko"),
+            ("kernel/**/ext4.ko", "kernel/fs/ext4/ext4.ko"),
+        ] {
+            let g = glob(pat, &Origin::default()).unwrap();
+            assert!(path_matches(&g, path), "{pat} {path}");
+            assert!(path.starts_with(fixed_dirs(pat)), "{pat}");
+        }
+    }
 }

@@ -1,14 +1,16 @@
 //! A scanned tree, kept between runs: what every module's file says
 //! (`.modinfo`, exports, imports), with the identity (device, inode, size,
-//! modification and change times) of every module file and of every
-//! directory listed, taken before reading them.
+//! modification and change times) of every module file, of every
+//! directory listed and of what followed links lead to, taken before
+//! reading them.
 //!
-//! A kept scan is used only when every one of those files and directories
-//! still has the identity it had: a changed, replaced, added or removed
-//! module changes a file's identity or its directory's times. A tree that
-//! changed in the two seconds before the scan began is not kept (a change
-//! right after reading could otherwise leave the same times). The file
-//! records the program version; another version scans again.
+//! A kept scan is used only when every one of those paths still has the
+//! identity it had: a changed, replaced, added or removed module changes a
+//! file's identity or its directory's times, and a dangling link that now
+//! leads somewhere shows too. A tree that changed in the two seconds
+//! before the scan began is not kept (a change right after reading could
+//! otherwise leave the same times). The file records the program version;
+//! another version scans again.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,7 +25,7 @@ use super::scan::{Ident, Scanned};
 
 const MAGIC: &[u8] = b"composer kmod scan\n";
 /// Raised when what is kept, or how modules are read, changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// Where the scan of `module_dir` is kept in `cache`.
 fn file_for(cache: &Path, module_dir: &Path) -> PathBuf {
@@ -136,7 +138,7 @@ pub(crate) fn save(cache: &Path, module_dir: &Path, scanned: &Scanned, started: 
         .unwrap_or_default();
     let limit = (since.as_secs() as i64, since.subsec_nanos() as i64);
     let recent = |i: &Ident| (i.ctime, i.ctime_nsec) >= limit;
-    if scanned.dirs.iter().any(|(_, i)| recent(i))
+    if scanned.paths.iter().any(|(_, i)| recent(i))
         || scanned.modules.iter().any(|(_, _, i)| recent(i))
     {
         return;
@@ -152,10 +154,31 @@ pub(crate) fn save(cache: &Path, module_dir: &Path, scanned: &Scanned, started: 
     {
         return;
     }
-    // Identities first: checking them can start before the rest is read.
+    // Sized first: growing a buffer of megabytes copies it again and again.
+    const IDENT: usize = 56;
+    let size = scanned
+        .paths
+        .iter()
+        .map(|(rel, _)| 4 + rel.len() + IDENT)
+        .sum::<usize>()
+        + table.names().map(|n| 4 + n.len()).sum::<usize>()
+        + scanned
+            .modules
+            .iter()
+            .map(|(rel, info, _)| {
+                let (text, ends, ids, _) = info.raw().parts();
+                4 + rel.len() + IDENT + 4 + text.len() + 8 + 4 * (ends.len() + ids.len()) + 4
+            })
+            .sum::<usize>()
+        + 12;
+    // Identities first, with their length: checking them can start before
+    // the rest is read.
     let mut out = header(module_dir);
-    put_u32(&mut out, scanned.dirs.len() as u32);
-    for (rel, id) in &scanned.dirs {
+    out.reserve_exact(size + 8);
+    let length_at = out.len();
+    out.extend_from_slice(&[0; 8]);
+    put_u32(&mut out, scanned.paths.len() as u32);
+    for (rel, id) in &scanned.paths {
         put_bytes(&mut out, rel.as_bytes());
         put_ident(&mut out, id);
     }
@@ -164,6 +187,8 @@ pub(crate) fn save(cache: &Path, module_dir: &Path, scanned: &Scanned, started: 
         put_bytes(&mut out, rel.as_bytes());
         put_ident(&mut out, id);
     }
+    let length = (out.len() - length_at - 8) as u64;
+    out[length_at..length_at + 8].copy_from_slice(&length.to_le_bytes());
     put_u32(&mut out, table.len() as u32);
     for n in table.names() {
         put_bytes(&mut out, n);
@@ -188,18 +213,26 @@ pub(crate) fn save(cache: &Path, module_dir: &Path, scanned: &Scanned, started: 
 /// The kept scan of `module_dir`, if there is one and the tree is as it
 /// was: every module with what its file says, sorted by path.
 pub(crate) fn load(cache: &Path, module_dir: &Path) -> Option<Vec<(String, KoInfo)>> {
-    let t0 = std::time::Instant::now();
-    let data = std::fs::read(file_for(cache, module_dir)).ok()?;
-    if std::env::var_os("KT").is_some() {
-        eprintln!("   c read {:?}", t0.elapsed());
-    }
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(file_for(cache, module_dir)).ok()?;
+    let size = file.metadata().ok()?.len();
     let head = header(module_dir);
-    let mut c = Cursor {
-        b: data.strip_prefix(head.as_slice())?,
-    };
+    let mut start = vec![0; head.len() + 8];
+    file.read_exact_at(&mut start, 0).ok()?;
+    let length = Cursor {
+        b: start.strip_prefix(head.as_slice())?,
+    }
+    .u64()?;
+    let at = start.len() as u64;
+    if at.checked_add(length)? > size {
+        return None;
+    }
+    let mut idents = vec![0; usize::try_from(length).ok()?];
+    file.read_exact_at(&mut idents, at).ok()?;
+    let mut c = Cursor { b: &idents };
     let mut paths: Vec<(&str, Ident)> = Vec::new();
-    let dirs = c.u32()? as usize;
-    for _ in 0..dirs {
+    let others = c.u32()? as usize;
+    for _ in 0..others {
         let rel = std::str::from_utf8(c.bytes()?).ok()?;
         paths.push((rel, c.ident()?));
     }
@@ -207,6 +240,9 @@ pub(crate) fn load(cache: &Path, module_dir: &Path) -> Option<Vec<(String, KoInf
     for _ in 0..count {
         let rel = std::str::from_utf8(c.bytes()?).ok()?;
         paths.push((rel, c.ident()?));
+    }
+    if !c.b.is_empty() {
+        return None;
     }
     // The files are checked on another core while the rest is read, then
     // on both.
@@ -223,9 +259,13 @@ pub(crate) fn load(cache: &Path, module_dir: &Path) -> Option<Vec<(String, KoInf
     };
     let mods = std::thread::scope(|s| {
         s.spawn(|| check.run());
-        let mods = read_modules(&mut c, &paths[dirs..]);
+        let rest = (|| {
+            let mut rest = vec![0; usize::try_from(size - at - length).ok()?];
+            file.read_exact_at(&mut rest, at + length).ok()?;
+            read_modules(&mut Cursor { b: &rest }, &paths[others..])
+        })();
         check.run();
-        mods
+        rest
     });
     let same = check.same.into_inner();
     if !same {
@@ -242,8 +282,7 @@ pub(crate) fn load(cache: &Path, module_dir: &Path) -> Option<Vec<(String, KoInf
 
 type Kept = (Vec<(String, Raw)>, SymbolTable);
 
-/// The symbol table and the modules (`paths` name them), to the end of the
-/// file.
+/// The symbol table and the modules (`paths` name them), all of `c`.
 fn read_modules(c: &mut Cursor, paths: &[(&str, Ident)]) -> Option<Kept> {
     let names = c.u32()? as usize;
     let mut table = SymbolTable::with_capacity(names.min(1 << 20));
@@ -286,7 +325,11 @@ impl Check<'_> {
             for (rel, id) in &self.paths[start..end] {
                 let rel = if rel.is_empty() { "." } else { rel };
                 let now = rustix::fs::statat(&self.dir, rel, AtFlags::empty());
-                if !now.is_ok_and(|st| Ident::of(&st) == *id) {
+                let same = match now {
+                    Ok(st) => Ident::of(&st) == *id,
+                    Err(_) => *id == Ident::ABSENT,
+                };
+                if !same {
                     self.same.store(false, Ordering::Relaxed);
                     return;
                 }
@@ -312,7 +355,7 @@ mod tests {
         d
     }
 
-    fn long_ago() -> SystemTime {
+    fn an_hour_later() -> SystemTime {
         SystemTime::now() + Duration::from_secs(3600)
     }
 
@@ -325,7 +368,7 @@ mod tests {
         save(&cache, &mods, &scanned, SystemTime::now());
         assert!(load(&cache, &mods).is_none());
         // As if the scan ran an hour from now.
-        save(&cache, &mods, &scanned, long_ago());
+        save(&cache, &mods, &scanned, an_hour_later());
         let kept = load(&cache, &mods).expect("kept");
         let fresh: Vec<(String, KoInfo)> = scanned
             .modules
@@ -346,7 +389,7 @@ mod tests {
             &cache,
             &mods,
             &scan_tree(&mods, true, true).unwrap(),
-            long_ago(),
+            an_hour_later(),
         );
         assert!(load(&cache, &mods).is_some());
         std::fs::write(mods.join("kernel/lib/new.ko"), &bytes).unwrap();
@@ -355,10 +398,24 @@ mod tests {
             &cache,
             &mods,
             &scan_tree(&mods, true, true).unwrap(),
-            long_ago(),
+            an_hour_later(),
         );
         assert_eq!(load(&cache, &mods).unwrap().len(), 4);
         std::fs::remove_file(mods.join("kernel/lib/new.ko")).unwrap();
+        assert!(load(&cache, &mods).is_none());
+
+        // A dangling link that comes to lead to a module.
+        std::os::unix::fs::symlink("../../../elsewhere/x.ko", mods.join("kernel/lib/x.ko"))
+            .unwrap();
+        save(
+            &cache,
+            &mods,
+            &scan_tree(&mods, true, true).unwrap(),
+            an_hour_later(),
+        );
+        assert_eq!(load(&cache, &mods).unwrap().len(), 3);
+        std::fs::create_dir_all(d.path().join("elsewhere")).unwrap();
+        std::fs::write(d.path().join("elsewhere/x.ko"), &bytes).unwrap();
         assert!(load(&cache, &mods).is_none());
 
         // Another tree does not read this one's scan; garbage is ignored.

@@ -154,14 +154,6 @@ impl Depmod {
     /// symbols and sorts topologically. Module names must be unique
     /// ([`dedupe`]).
     pub fn new(mut mods: Vec<ModFile>, order: Option<&str>) -> Result<Depmod, CycleError> {
-        let t0 = std::time::Instant::now();
-        macro_rules! tm {
-            ($l:expr) => {
-                if std::env::var_os("KT").is_some() {
-                    eprintln!("    dm {:>8.2?} {}", t0.elapsed(), $l);
-                }
-            };
-        }
         let mut pos: HashMap<&str, usize, FastHash> = HashMap::default();
         if let Some(order) = order {
             for (i, line) in order.split('\n').enumerate() {
@@ -186,7 +178,6 @@ impl Depmod {
         let mods: Vec<ModFile> = keyed.iter().filter_map(|k| slots[k.2].take()).collect();
         let n = mods.len();
 
-        tm!("order");
         let mut mods = mods;
         let symbols = ko::share_table(mods.iter_mut().map(|m| &mut m.info).collect());
         let mut owner = vec![NOBODY; symbols.len()];
@@ -195,9 +186,7 @@ impl Depmod {
                 owner[e as usize] = i as u32;
             }
         }
-        tm!("owner");
         let mut deps = resolve_all(&mods, &symbols, &owner);
-        tm!("resolve");
         let mut users = vec![0usize; n];
         for d in &deps {
             for &o in d {
@@ -226,7 +215,6 @@ impl Depmod {
         for d in &mut deps {
             d.sort_by_key(|&x| rank[x]);
         }
-        tm!("topo");
         let mut lines = Vec::with_capacity(n);
         let mut mark = vec![usize::MAX; n];
         for i in 0..n {
@@ -243,7 +231,6 @@ impl Depmod {
             all.sort_by_key(|&x| rank[x]);
             lines.push(all);
         }
-        tm!("lines");
         Ok(Depmod {
             mods,
             deps,

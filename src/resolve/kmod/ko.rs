@@ -97,6 +97,13 @@ fn name_hash(b: &[u8]) -> u64 {
     h ^ (h >> 32)
 }
 
+/// `n` zeros, written rather than calloc'd: pages of fresh zeroed memory
+/// are first mapped to the shared zero page when read, and the first write
+/// after that costs a copy and a TLB flush on every core the process runs on.
+fn written_zeros(n: usize) -> Vec<u64> {
+    std::iter::repeat_n(0, n).collect()
+}
+
 impl SymbolTable {
     /// A table with room for `names` names before it grows.
     pub fn with_capacity(names: usize) -> SymbolTable {
@@ -105,7 +112,7 @@ impl SymbolTable {
                 bytes: Vec::with_capacity(names * 20),
                 ends: Vec::with_capacity(names),
             },
-            slots: vec![0; (names * 2).next_power_of_two().max(16)],
+            slots: written_zeros((names * 2).next_power_of_two().max(16)),
         }
     }
 
@@ -149,7 +156,7 @@ impl SymbolTable {
 
     fn grow(&mut self) {
         let size = (self.slots.len() * 2).max(16);
-        self.slots = vec![0; size];
+        self.slots = written_zeros(size);
         for id in 0..self.names.len() {
             let name = self.names.get(id);
             let h = name_hash(name);
@@ -678,6 +685,16 @@ impl Reader {
     /// relative to its own directory, which stays open for the next module
     /// of the same directory: a short path lookup instead of a long one).
     pub fn read_in(&mut self, dir: &Path, relpath: &str) -> io::Result<KoInfo> {
+        self.own_table(|r, t| r.read_raw_in(dir, relpath, t))
+    }
+
+    /// [`Self::read_in`], numbering the symbols in `table`.
+    pub(crate) fn read_raw_in(
+        &mut self,
+        dir: &Path,
+        relpath: &str,
+        table: &mut SymbolTable,
+    ) -> io::Result<Raw> {
         let (sub, file) = match relpath.rsplit_once('/') {
             Some((sub, file)) => (dir.join(sub), file),
             None => (dir.to_path_buf(), relpath),
@@ -695,7 +712,7 @@ impl Reader {
             Some((_, dirfd)) => open_at(dirfd.as_fd(), file)?,
             None => return Err(io::Error::other("no directory")),
         };
-        self.own_table(|r, t| r.read_file(&f, file, t))
+        self.read_file(&f, file, table)
     }
 
     fn own_table(

@@ -7,6 +7,7 @@
 //!
 //! * `ko`: reading `.ko` files (compressed too): `.modinfo`, exports, imports;
 //! * `scan`: finding and reading every module of a tree, on all cores;
+//! * `cache`: a scan kept for the next run, used while the tree is unchanged;
 //! * `depmod`: dependencies from the symbols, depmod's order and files;
 //! * `index`: kmod's binary trie indexes, written and searched as kmod does;
 //! * `config`: `modprobe.d` and `modules.softdep`;
@@ -17,7 +18,9 @@
 //! A tree with kmod's indexes (`modules.dep.bin` and friends) is read
 //! through them; a tree with only text metadata through that; a tree with
 //! neither (Debian's linux-image package ships none) is scanned: every
-//! module is read and depmod's computation runs in process.
+//! module is read and depmod's computation runs in process. With
+//! [`ModuleTree::open_with`], what the scan read is kept, and the next
+//! run over the unchanged tree takes it instead of reading the modules.
 
 pub mod cache;
 pub mod config;
@@ -199,12 +202,16 @@ pub struct ModuleTree {
     direct: Option<Direct>,
     info_cache: Mutex<HashMap<usize, KoInfo>>,
     /// A scan being kept for the next run (finished when the tree is dropped).
-    saving: Option<std::thread::JoinHandle<()>>,
+    _saving: Pending,
 }
 
-impl Drop for ModuleTree {
+/// Work on another thread, waited for when dropped.
+#[derive(Default)]
+struct Pending(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for Pending {
     fn drop(&mut self) {
-        if let Some(s) = self.saving.take() {
+        if let Some(s) = self.0.take() {
             let _ = s.join();
         }
     }
@@ -226,7 +233,13 @@ struct Direct {
 
 impl Direct {
     fn new(d: &Depmod) -> Direct {
-        let mut text = String::new();
+        let size = d
+            .mods
+            .iter()
+            .flat_map(|m| m.info.values("alias"))
+            .map(str::len)
+            .sum();
+        let mut text = String::with_capacity(size);
         let mut aliases = Vec::new();
         for (i, m) in d.mods.iter().enumerate() {
             for a in m.info.values("alias") {
@@ -398,7 +411,7 @@ impl ModuleTree {
         scans: Option<&Path>,
     ) -> Result<ModuleTree, KmodError> {
         let started = Instant::now();
-        let mut saving = None;
+        let mut saving = Pending::default();
         let (found, kept) = match scans {
             None => (scan::scan(&dir, true)?, false),
             Some(scans) => {
@@ -410,9 +423,6 @@ impl ModuleTree {
                     None => {
                         let now = std::time::SystemTime::now();
                         let s = scan::scan_tree(&dir, true, true)?;
-                        if std::env::var_os("KT").is_some() {
-                            eprintln!("  scanned {:?}", started.elapsed());
-                        }
                         let found = s
                             .modules
                             .iter()
@@ -420,21 +430,14 @@ impl ModuleTree {
                             .collect();
                         // Written meanwhile, on a core the rest leaves idle.
                         let scans = scans.to_path_buf();
-                        if std::env::var_os("KSYNC").is_some() {
-                            cache::save(&scans, &real, &s, now);
-                        } else {
-                            saving = Some(std::thread::spawn(move || {
-                                cache::save(&scans, &real, &s, now)
-                            }));
-                        }
+                        saving = Pending(Some(std::thread::spawn(move || {
+                            cache::save(&scans, &real, &s, now)
+                        })));
                         (found, false)
                     }
                 }
             }
         };
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  read {:?}", started.elapsed());
-        }
         let mods: Vec<ModFile> = found
             .into_iter()
             .map(|(relpath, info)| ModFile {
@@ -443,23 +446,11 @@ impl ModuleTree {
                 info,
             })
             .collect();
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  modfiles {:?}", started.elapsed());
-        }
         let (mods, _shadowed) = depmod::dedupe(mods);
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  dedupe {:?}", started.elapsed());
-        }
         let order =
             read_opt(&dir.join("modules.order"))?.map(|b| String::from_utf8_lossy(&b).into_owned());
         let d = Depmod::new(mods, order.as_deref()).map_err(KmodError::Cycle)?;
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  depmod {:?}", started.elapsed());
-        }
         let direct = Some(Direct::new(&d));
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  aliases {:?}", started.elapsed());
-        }
         let (builtin, builtin_alias) = Self::builtin_indexes(&dir)?;
         let mut extra = vec![(
             format!("/{image_dir}/modules.softdep"),
@@ -473,13 +464,7 @@ impl ModuleTree {
                 String::from_utf8_lossy(&w).into_owned(),
             ));
         }
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  builtin+softdep {:?}", started.elapsed());
-        }
         let config = Config::load(root, extra);
-        if std::env::var_os("KT").is_some() {
-            eprintln!("  config {:?}", started.elapsed());
-        }
         let modules: Vec<TreeModule> = d
             .mods
             .iter()
@@ -514,7 +499,7 @@ impl ModuleTree {
             depmod: Some(d),
             direct,
             info_cache,
-            saving,
+            _saving: saving,
         })
     }
 
@@ -580,7 +565,7 @@ impl ModuleTree {
             depmod: None,
             direct: None,
             info_cache: Mutex::new(HashMap::new()),
-            saving: None,
+            _saving: Pending::default(),
         }
     }
 

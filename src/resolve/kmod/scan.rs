@@ -71,6 +71,17 @@ pub(crate) struct Ident {
 }
 
 impl Ident {
+    /// Nothing there (or nothing that can be looked at).
+    pub(crate) const ABSENT: Ident = Ident {
+        dev: 0,
+        ino: 0,
+        size: 0,
+        mtime: 0,
+        mtime_nsec: 0,
+        ctime: 0,
+        ctime_nsec: 0,
+    };
+
     // The field types of `Stat` differ between architectures.
     #[allow(clippy::unnecessary_cast)]
     pub(crate) fn of(st: &rustix::fs::Stat) -> Ident {
@@ -87,10 +98,13 @@ impl Ident {
 }
 
 /// A walked tree: its modules and, when asked for, the identities of the
-/// module files and of the directories listed (taken before reading them).
+/// module files and of the other paths the walk depends on: the
+/// directories listed (taken before listing them) and what the links that
+/// lead to neither a directory nor a module lead to ([`Ident::ABSENT`] for
+/// nothing).
 pub(crate) struct Scanned {
     pub modules: Vec<(String, KoInfo, Ident)>,
-    pub dirs: Vec<(String, Ident)>,
+    pub paths: Vec<(String, Ident)>,
 }
 
 pub(crate) fn scan_tree(dir: &Path, read: bool, idents: bool) -> Result<Scanned, KmodError> {
@@ -107,7 +121,7 @@ pub(crate) fn scan_tree(dir: &Path, read: bool, idents: bool) -> Result<Scanned,
             dir,
             read,
             idents,
-            dirs: Vec::new(),
+            paths: Vec::new(),
             reader: Reader::default(),
             symbols: SymbolTable::with_capacity(1 << 14),
             found: Vec::new(),
@@ -117,7 +131,7 @@ pub(crate) fn scan_tree(dir: &Path, read: bool, idents: bool) -> Result<Scanned,
             let more = w.run(work);
             queue.done(more);
         }
-        (w.found, w.errors, w.symbols, w.dirs)
+        (w.found, w.errors, w.symbols, w.paths)
     };
     let parts: Vec<_> = if threads == 1 {
         vec![run()]
@@ -130,39 +144,28 @@ pub(crate) fn scan_tree(dir: &Path, read: bool, idents: bool) -> Result<Scanned,
                 .collect()
         })
     };
-    // One table for all: the first thread's, with the others' names added
-    // and their modules renumbered.
-    let mut found = Vec::new();
+    let mut read = Vec::new();
     let mut errors = Vec::new();
-    let mut dirs = Vec::new();
-    let mut table: Option<SymbolTable> = None;
-    for (mut f, e, symbols, d) in parts {
-        dirs.extend(d);
-        match &mut table {
-            None => table = Some(symbols),
-            Some(t) => {
-                let map = t.absorb(&symbols);
-                for (_, raw, _) in &mut f {
-                    raw.renumber(&map);
-                }
-            }
-        }
-        found.extend(f);
+    let mut paths = Vec::new();
+    for (found, e, symbols, p) in parts {
+        read.push((found, symbols));
         errors.extend(e);
+        paths.extend(p);
     }
     // The first problem in path order, whichever thread met it.
     if let Some((_, e)) = errors.into_iter().min_by(|a, b| a.0.cmp(&b.0)) {
         return Err(e);
     }
-    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    dirs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let table = Arc::new(table.unwrap_or_default());
+    let (mut found, table) = one_table(read);
+    found.sort_unstable_by(|a, b| a.0 .0.cmp(&b.0 .0));
+    paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let table = Arc::new(table);
     Ok(Scanned {
         modules: found
             .into_iter()
-            .map(|(rel, raw, id)| (rel, KoInfo::from_raw(raw, table.clone()), id))
+            .map(|((rel, id), raw)| (rel, KoInfo::from_raw(raw, table.clone()), id))
             .collect(),
-        dirs,
+        paths,
     })
 }
 
@@ -216,12 +219,13 @@ impl Queue {
 struct Walker<'a> {
     dir: &'a Path,
     read: bool,
-    /// Whether to note identities (in `dirs` and `found`).
+    /// Whether to note identities (in `paths` and `found`).
     idents: bool,
-    dirs: Vec<(String, Ident)>,
+    paths: Vec<(String, Ident)>,
     reader: Reader,
     symbols: SymbolTable,
-    found: Vec<(String, Raw, Ident)>,
+    /// ((path, identity), what the file says)
+    found: Vec<((String, Ident), Raw)>,
     /// (path relative to the module directory, error)
     errors: Vec<(String, KmodError)>,
 }
@@ -263,7 +267,7 @@ impl Walker<'_> {
         .map_err(|e| io_at(host.clone())(e.into()))?;
         if self.idents {
             let st = rustix::fs::fstat(&fd).map_err(|e| io_at(host.clone())(e.into()))?;
-            self.dirs.push((rel.to_string(), Ident::of(&st)));
+            self.paths.push((rel.to_string(), Ident::of(&st)));
         }
         let mut dir = Dir::new(fd).map_err(|e| io_at(host.clone())(e.into()))?;
         let mut more = Vec::new();
@@ -281,11 +285,22 @@ impl Walker<'_> {
             }
             let mut kind = e.file_type();
             if !matches!(kind, FileType::Directory | FileType::RegularFile) {
-                // Links are followed; a dangling one is no module.
+                // Links are followed; a dangling one is no module. Where a
+                // link leads to neither a directory nor a module, its
+                // target is noted too: it could turn into one.
                 let fd = dir.fd().map_err(|e| io_at(host.clone())(e.into()))?;
-                match rustix::fs::statat(fd, name, AtFlags::empty()) {
-                    Ok(st) => kind = FileType::from_raw_mode(st.st_mode),
-                    Err(_) => continue,
+                let st = rustix::fs::statat(fd, name, AtFlags::empty());
+                if let Ok(st) = &st {
+                    kind = FileType::from_raw_mode(st.st_mode);
+                }
+                let walked = kind == FileType::Directory
+                    || (kind == FileType::RegularFile && ko::is_module_file(name));
+                if self.idents && (st.is_err() || !walked) {
+                    let id = st.as_ref().map_or(Ident::ABSENT, Ident::of);
+                    self.paths.push((join(rel, name), id));
+                }
+                if st.is_err() {
+                    continue;
                 }
                 if kind == FileType::Directory {
                     check_loop(&host, &host.join(name))?;
@@ -302,7 +317,7 @@ impl Walker<'_> {
         if !self.read {
             for m in modules {
                 self.found
-                    .push((join(rel, &m), Raw::default(), Ident::default()));
+                    .push(((join(rel, &m), Ident::default()), Raw::default()));
             }
             return Ok(more);
         }
@@ -333,7 +348,7 @@ impl Walker<'_> {
                     Ok((raw, id))
                 });
             match r {
-                Ok((raw, id)) => self.found.push((relpath, raw, id)),
+                Ok((raw, id)) => self.found.push(((relpath, id), raw)),
                 Err(e) => {
                     let path = self.dir.join(&relpath);
                     self.errors.push((relpath, module_error(path, e)));
@@ -363,22 +378,23 @@ pub fn read_modules(dir: &Path, relpaths: &[String]) -> Result<Vec<KoInfo>, Kmod
     let threads = threads_for(relpaths.len());
     let work = || {
         let mut reader = Reader::default();
-        let mut local: Vec<(usize, Result<KoInfo, KmodError>)> = Vec::new();
+        let mut symbols = SymbolTable::default();
+        let mut local: Vec<(usize, Raw)> = Vec::new();
         loop {
             let start = next.fetch_add(CHUNK, Ordering::Relaxed);
             if start >= relpaths.len() {
                 break;
             }
             for (i, rel) in relpaths.iter().enumerate().skip(start).take(CHUNK) {
-                let r = reader
-                    .read_in(dir, rel)
-                    .map_err(|e| module_error(dir.join(rel), e));
-                local.push((i, r));
+                match reader.read_raw_in(dir, rel, &mut symbols) {
+                    Ok(raw) => local.push((i, raw)),
+                    Err(e) => return Err((i, module_error(dir.join(rel), e))),
+                }
             }
         }
-        local
+        Ok((local, symbols))
     };
-    let parts: Vec<Vec<(usize, Result<KoInfo, KmodError>)>> = if threads == 1 {
+    let parts: Vec<_> = if threads == 1 {
         vec![work()]
     } else {
         std::thread::scope(|s| {
@@ -389,21 +405,49 @@ pub fn read_modules(dir: &Path, relpaths: &[String]) -> Result<Vec<KoInfo>, Kmod
                 .collect()
         })
     };
-    let mut all: Vec<Option<Result<KoInfo, KmodError>>> =
-        (0..relpaths.len()).map(|_| None).collect();
-    for (i, r) in parts.into_iter().flatten() {
-        all[i] = Some(r);
+    // The first problem in the given order, whichever thread met it.
+    let mut ok = Vec::new();
+    let mut first_error: Option<(usize, KmodError)> = None;
+    for p in parts {
+        match p {
+            Ok(p) => ok.push(p),
+            Err((i, e)) => {
+                if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first_error = Some((i, e));
+                }
+            }
+        }
     }
-    all.into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| {
-                Err(KmodError::Io {
-                    path: dir.to_path_buf(),
-                    source: std::io::Error::other("a module was not read"),
-                })
-            })
-        })
-        .collect()
+    if let Some((_, e)) = first_error {
+        return Err(e);
+    }
+    let (mut read, table) = one_table(ok);
+    read.sort_unstable_by_key(|(i, _)| *i);
+    let table = Arc::new(table);
+    Ok(read
+        .into_iter()
+        .map(|(_, raw)| KoInfo::from_raw(raw, table.clone()))
+        .collect())
+}
+
+/// The modules read by several threads, each numbering symbols in its own
+/// table, numbered in one: the first thread's, with the others' names added.
+fn one_table<K>(parts: Vec<(Vec<(K, Raw)>, SymbolTable)>) -> (Vec<(K, Raw)>, SymbolTable) {
+    let mut all = Vec::new();
+    let mut table: Option<SymbolTable> = None;
+    for (mut read, symbols) in parts {
+        match &mut table {
+            None => table = Some(symbols),
+            Some(t) => {
+                let map = t.absorb(&symbols);
+                for (_, raw) in &mut read {
+                    raw.renumber(&map);
+                }
+            }
+        }
+        all.extend(read);
+    }
+    (all, table.unwrap_or_default())
 }
 
 #[cfg(test)]
