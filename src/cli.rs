@@ -423,6 +423,45 @@ fn prepare(
     pipeline::prepare_manifest(manifest, &vars.load_options()?, &overrides, output)
 }
 
+/// `composer plan` of one plain archive.
+fn plan_text(entries: &[crate::entry::Entry], opts: &PlanOptions, args: &PlanArgs) -> String {
+    use crate::plan::report;
+    let layout = crate::plan::plan(entries, opts);
+    let summary = report::summarize(&layout, entries);
+    if args.json {
+        report::render_json(&layout, &summary)
+    } else if args.summary {
+        report::summary_text(&summary)
+    } else {
+        report::render_text(&layout, &summary)
+    }
+}
+
+/// `composer plan` of an image of several segments, planned as the build
+/// writes them.
+fn segments_plan_text(b: &pipeline::ManifestBuild, args: &PlanArgs) -> String {
+    use crate::plan::report::{self, SegmentView};
+    use crate::segment;
+    let parts = segment::parts(&b.segments, &b.lowered.entries, &b.opts);
+    let planned = segment::plan_parts(&b.segments, &parts);
+    let views: Vec<SegmentView> = planned
+        .iter()
+        .map(|p| SegmentView {
+            name: &b.segments.specs[p.part.spec].name,
+            compression: b.segments.specs[p.part.spec].compression.name(),
+            start: p.start,
+            start_align: p.part.start_align,
+            layout: &p.layout,
+            summary: report::summarize(&p.layout, &p.part.entries),
+        })
+        .collect();
+    if args.json {
+        report::render_segments_json(&views)
+    } else {
+        report::render_segments_text(&views, args.summary)
+    }
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -504,7 +543,7 @@ pub fn run(cli: Cli) -> Result<()> {
             emit(text.as_bytes(), args.output.as_deref())?;
         }
         Command::Plan(args) => {
-            let (entries, opts) = match (&args.manifest, &args.list) {
+            let text = match (&args.manifest, &args.list) {
                 (_, Some(list)) => {
                     let opts = plan_options(&args.archive, true)?;
                     let list_opts = ListOptions {
@@ -513,22 +552,17 @@ pub fn run(cli: Cli) -> Result<()> {
                     };
                     let mut parsed = pipeline::read_list(list, &list_opts)?;
                     crate::resolve::stat_sources(&mut parsed.entries, args.archive.compat)?;
-                    (parsed.entries, opts)
+                    plan_text(&parsed.entries, &opts, &args)
                 }
                 (Some(m), None) => {
                     let b = prepare(m, &args.vars, Some(&args.archive), args.output.as_deref())?;
-                    (b.lowered.entries, b.opts)
+                    if b.segments.is_plain() {
+                        plan_text(&b.lowered.entries, &b.opts, &args)
+                    } else {
+                        segments_plan_text(&b, &args)
+                    }
                 }
                 (None, None) => return Err(Error::usage("name a manifest or --list LIST")),
-            };
-            let layout = crate::plan::plan(&entries, &opts);
-            let summary = crate::plan::report::summarize(&layout, &entries);
-            let text = if args.json {
-                crate::plan::report::render_json(&layout, &summary)
-            } else if args.summary {
-                crate::plan::report::summary_text(&summary)
-            } else {
-                crate::plan::report::render_text(&layout, &summary)
             };
             emit(text.as_bytes(), None)?;
         }

@@ -877,8 +877,106 @@ fn compress_layout(
     })
 }
 
-/// Writes the image: every segment that has entries (and the main one,
-/// always) in order, into one temporary file renamed into place at the end.
+/// One segment of an image as it will be written: its entries (with
+/// alignment turned off inside a compressed stream) and how they are planned.
+pub struct Part {
+    /// Index into [`Segments::specs`].
+    pub spec: usize,
+    pub entries: Vec<Entry>,
+    pub opts: PlanOptions,
+    /// An uncompressed segment starts at a multiple of this (its largest
+    /// data alignment, at least 4), so offsets inside it keep their
+    /// alignment in the image; 0 for a compressed segment.
+    pub start_align: u64,
+}
+
+/// The segments an image is written as, in order: every segment that has
+/// entries, and the main one always. `composer plan` and `composer build`
+/// both start from here, so the plan is what the build writes.
+pub fn parts(segs: &Segments, entries: &[Entry], opts: &PlanOptions) -> Vec<Part> {
+    segs.split(entries)
+        .into_iter()
+        .enumerate()
+        .filter(|(k, list)| *k == segs.main || !list.is_empty())
+        .map(|(k, list)| {
+            if segs.specs[k].compression == Compression::None {
+                Part {
+                    spec: k,
+                    start_align: data_alignment(&list, opts.align).max(4) as u64,
+                    entries: list,
+                    opts: *opts,
+                }
+            } else {
+                // Alignment means nothing inside a compressed stream.
+                let entries = list
+                    .into_iter()
+                    .map(|e| Entry {
+                        align: AlignHint::Never,
+                        ..e
+                    })
+                    .collect();
+                Part {
+                    spec: k,
+                    entries,
+                    opts: PlanOptions {
+                        align: 0,
+                        mode: AlignMode::GenInitCpio,
+                        ..*opts
+                    },
+                    start_align: 0,
+                }
+            }
+        })
+        .collect()
+}
+
+/// NULs between the end of one segment at `pos` and the start of the next
+/// (`next_align`: 0 for a compressed segment).
+fn gap_before(pos: u64, prev: Option<Compression>, next_align: u64) -> u64 {
+    let mut pad = pad_to(pos, 4);
+    if prev == Some(Compression::Lz4) {
+        // The kernel's lz4 decoder reads a 4-byte size after the last block.
+        pad += 4;
+    }
+    let at = pos + pad;
+    pad + pad_to(at, next_align.max(4))
+}
+
+/// The layout of one part, and where it starts in the image when that is
+/// known before anything is compressed.
+pub struct PlannedPart<'a> {
+    pub part: &'a Part,
+    pub layout: plan::Layout<'a>,
+    /// None after a compressed segment, whose size is known only once written.
+    pub start: Option<u64>,
+}
+
+/// Plans every part; starts are known up to the first compressed segment.
+pub fn plan_parts<'a>(segs: &Segments, parts: &'a [Part]) -> Vec<PlannedPart<'a>> {
+    let mut pos = Some(0u64);
+    let mut prev: Option<Compression> = None;
+    parts
+        .iter()
+        .map(|part| {
+            let layout = plan::plan(&part.entries, &part.opts);
+            let start = pos.map(|p| p + gap_before(p, prev, part.start_align));
+            let method = segs.specs[part.spec].compression;
+            pos = match (start, method) {
+                (Some(s), Compression::None) => Some(s + layout.size),
+                _ => None,
+            };
+            prev = Some(method);
+            PlannedPart {
+                part,
+                layout,
+                start,
+            }
+        })
+        .collect()
+}
+
+/// Writes the image: every part in order, into one temporary file renamed
+/// into place at the end.
 pub fn write(
     segs: &Segments,
     entries: &[Entry],
@@ -889,28 +987,26 @@ pub fn write(
     if segs.is_plain() {
         return crate::pipeline::write_entries(entries, opts, output, sync);
     }
-    let parts = segs.split(entries);
+    let parts = parts(segs, entries, opts);
+    let planned = plan_parts(segs, &parts);
     let out = Output::create(output)?;
     let name = out.name();
     let file = out.file();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let writers = cpus.min(4) as usize;
-    let present: Vec<usize> = (0..parts.len())
-        .filter(|&k| k == segs.main || !parts[k].is_empty())
-        .collect();
     let mut report = BuildReport::default();
     let mut pos: u64 = 0;
-    for (j, &k) in present.iter().enumerate() {
-        let spec = &segs.specs[k];
-        let list = &parts[k];
-        let more = j + 1 < present.len();
+    let mut prev: Option<Compression> = None;
+    for p in &planned {
+        let spec = &segs.specs[p.part.spec];
+        let pad = gap_before(pos, prev, p.part.start_align);
+        zeros(file, &name, pad)?;
+        pos += pad;
+        debug_assert!(p.start.is_none_or(|s| s == pos));
+        let layout = &p.layout;
+        report.warnings.extend(layout.warnings.iter().cloned());
         if spec.compression == Compression::None {
-            let align = data_alignment(list, opts.align).max(4) as u64;
-            let pad = pad_to(pos, align);
-            zeros(file, &name, pad)?;
-            pos += pad;
-            let layout = plan::plan(list, opts);
-            let stats = writer::write_at(&layout, file, &name, writers, pos)?;
+            let stats = writer::write_at(layout, file, &name, writers, pos)?;
             report.stats.copy_file_range_bytes += stats.copy_file_range_bytes;
             report.stats.buffered_bytes += stats.buffered_bytes;
             report.stats.hole_bytes += stats.hole_bytes;
@@ -920,34 +1016,11 @@ pub fn write(
                     Alignment::Missed(a) => Some((r.name.to_vec(), a)),
                     _ => None,
                 }));
-            report.warnings.extend(layout.warnings.iter().cloned());
             pos += layout.size;
         } else {
-            // Alignment means nothing inside a compressed stream.
-            let list: Vec<Entry> = list
-                .iter()
-                .map(|e| Entry {
-                    align: AlignHint::Never,
-                    ..e.clone()
-                })
-                .collect();
-            let plain = PlanOptions {
-                align: 0,
-                mode: AlignMode::GenInitCpio,
-                ..*opts
-            };
-            let layout = plan::plan(&list, &plain);
-            report.warnings.extend(layout.warnings.iter().cloned());
-            pos += compress_layout(&layout, file, &name, &spec.encode_options(cpus))?;
-            if more {
-                let mut pad = pad_to(pos, 4);
-                if spec.compression == Compression::Lz4 {
-                    pad += 4;
-                }
-                zeros(file, &name, pad)?;
-                pos += pad;
-            }
+            pos += compress_layout(layout, file, &name, &spec.encode_options(cpus))?;
         }
+        prev = Some(spec.compression);
     }
     out.commit(sync)?;
     report.stats.bytes = pos;

@@ -249,6 +249,89 @@ fn early_firmware_main_and_late_segments() {
     );
 }
 
+/// `composer plan` of a segmented image is what `composer build` writes: for every
+/// segment the same entries in the same order, and for uncompressed segments the same
+/// data offsets, absolute where the plan knows the segment's start (before the first
+/// compressed segment) and from the segment's start after it.
+#[test]
+fn plan_of_segments_is_what_build_writes() {
+    let dir = Scratch::new("segments_plan");
+    fake_root(&dir.join("root"));
+    let m = manifest(&dir, "four.toml", FOUR_SEGMENTS);
+    let img = dir.join("four.img");
+    let env = [("SOURCE_DATE_EPOCH", SDE)];
+    let bytes = build(&m, &img, &env);
+    let plan = json(
+        support::composer()
+            .arg("plan")
+            .arg("--json")
+            .arg(&m)
+            .env("SOURCE_DATE_EPOCH", SDE),
+    );
+    let image = inspect(&img);
+    let planned = plan["segments"].as_array().unwrap();
+    let written = image["segments"].as_array().unwrap();
+    assert_eq!(planned.len(), written.len());
+    assert_eq!(compressions(&plan), compressions(&image));
+    let mut starts_known = 0;
+    let mut aligned = 0;
+    for (p, w) in planned.iter().zip(written) {
+        let pnames: Vec<String> = p["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(pnames, names(w), "segment {}", p["name"]);
+        if p["compression"] != "none" {
+            continue;
+        }
+        let at = w["offset"].as_u64().unwrap();
+        if let Some(start) = p["start"].as_u64() {
+            assert_eq!(start, at, "start of segment {}", p["name"]);
+            starts_known += 1;
+        } else {
+            assert_eq!(at % p["start_align"].as_u64().unwrap(), 0);
+        }
+        for (r, e) in p["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(w["entries"].as_array().unwrap())
+        {
+            let data = at + r["data_offset"].as_u64().unwrap();
+            assert_eq!(data, e["data_offset"].as_u64().unwrap(), "{}", r["name"]);
+            if r["alignment"] == "aligned" {
+                assert_eq!(data % 4096, 0, "{}", r["name"]);
+                aligned += 1;
+            }
+        }
+    }
+    assert_eq!(
+        starts_known, 2,
+        "early and firmware segments precede the zstd one"
+    );
+    assert!(aligned >= 1, "the firmware blob is planned aligned");
+    let total = &plan["summary"];
+    assert_eq!(total["missed"], 0);
+    assert_eq!(
+        total["eligible"].as_u64().unwrap(),
+        aligned,
+        "only uncompressed segments have eligible files"
+    );
+    assert!(!bytes.is_empty());
+
+    // The table says the same, segment by segment.
+    let text = support::run_ok(support::composer().arg("plan").arg(&m));
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("segment early (none): starts at 0"), "{text}");
+    assert!(text.contains("segment main (zstd)"), "{text}");
+    assert!(
+        text.contains("segment late (none): starts after a compressed segment"),
+        "{text}"
+    );
+}
+
 #[test]
 fn yaml_segments_build_the_same_image() {
     let dir = Scratch::new("segments_yaml");

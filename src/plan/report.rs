@@ -31,6 +31,8 @@ pub struct Summary {
     pub archive_bytes: u64,
     /// No layout of these entries at these alignments needs less padding.
     pub padding_lower_bound: u64,
+    /// What the planner has to say: why files missed, clamped times.
+    pub notes: Vec<String>,
 }
 
 /// A lower bound for the padding of any layout of these records: before
@@ -83,6 +85,7 @@ pub fn summarize(layout: &Layout, entries: &[Entry]) -> Summary {
         records: layout.records.len(),
         archive_bytes: layout.size,
         padding_lower_bound: lower_bound(layout),
+        notes: layout.warnings.iter().map(|w| w.to_string()).collect(),
         ..Summary::default()
     };
     for r in &layout.records {
@@ -114,6 +117,13 @@ fn status(r: &Record) -> String {
 
 /// A table, one line per record, then the totals.
 pub fn render_text(layout: &Layout, summary: &Summary) -> String {
+    let mut out = table(layout, 0);
+    out.push_str(&summary_text(summary));
+    out
+}
+
+/// One line per record, offsets counted from `base`.
+fn table(layout: &Layout, base: u64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -124,15 +134,14 @@ pub fn render_text(layout: &Layout, summary: &Summary) -> String {
         let _ = writeln!(
             out,
             "{:>12} {:>12} {:>10} {:>8}  {:<14} /{}",
-            r.offset,
-            r.data_offset(),
+            base + r.offset,
+            base + r.data_offset(),
             r.header.filesize,
             padding_of(r),
             status(r),
             display_name(r.name)
         );
     }
-    out.push_str(&summary_text(summary));
     out
 }
 
@@ -160,6 +169,9 @@ pub fn summary_text(s: &Summary) -> String {
         pct(s.padding_lower_bound),
         s.padding_bytes.saturating_sub(s.padding_lower_bound)
     );
+    for n in &s.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     if s.fillers > 0 {
         out.push_str(
             "note: fillers repeat a directory entry with identical metadata; listings show it more than once\n",
@@ -186,30 +198,152 @@ struct JsonPlan {
     summary: Summary,
 }
 
+fn json_records(layout: &Layout) -> Vec<JsonRecord> {
+    layout
+        .records
+        .iter()
+        .map(|r| JsonRecord {
+            name: display_name(r.name),
+            offset: r.offset,
+            data_offset: r.data_offset(),
+            size: r.header.filesize,
+            namesize: r.header.namesize,
+            padding: padding_of(r),
+            alignment: match r.alignment {
+                Alignment::Aligned(_) => "aligned",
+                Alignment::Missed(_) => "missed",
+                Alignment::NotEligible => "not-eligible",
+            }
+            .into(),
+            filler: r.filler,
+        })
+        .collect()
+}
+
 pub fn render_json(layout: &Layout, summary: &Summary) -> String {
     let plan = JsonPlan {
-        records: layout
-            .records
-            .iter()
-            .map(|r| JsonRecord {
-                name: display_name(r.name),
-                offset: r.offset,
-                data_offset: r.data_offset(),
-                size: r.header.filesize,
-                namesize: r.header.namesize,
-                padding: padding_of(r),
-                alignment: match r.alignment {
-                    Alignment::Aligned(_) => "aligned",
-                    Alignment::Missed(_) => "missed",
-                    Alignment::NotEligible => "not-eligible",
-                }
-                .into(),
-                filler: r.filler,
-            })
-            .collect(),
+        records: json_records(layout),
         summary: summary.clone(),
     };
     let mut s = serde_json::to_string_pretty(&plan).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// One segment of an image's plan.
+pub struct SegmentView<'a> {
+    pub name: &'a str,
+    pub compression: &'static str,
+    /// Where the segment starts in the image; None when a compressed
+    /// segment comes before it (its size is known only once written).
+    pub start: Option<u64>,
+    /// The segment starts at a multiple of this (0: compressed).
+    pub start_align: u64,
+    pub layout: &'a Layout<'a>,
+    pub summary: Summary,
+}
+
+/// The totals over every segment (archive bytes before compression).
+pub fn total(views: &[SegmentView]) -> Summary {
+    let mut t = Summary::default();
+    for v in views {
+        let s = &v.summary;
+        t.entries += s.entries;
+        t.records += s.records;
+        t.fillers += s.fillers;
+        t.eligible += s.eligible;
+        t.aligned += s.aligned;
+        t.missed += s.missed;
+        t.padding_bytes += s.padding_bytes;
+        t.archive_bytes += s.archive_bytes;
+        t.padding_lower_bound += s.padding_lower_bound;
+        t.notes.extend(s.notes.iter().cloned());
+    }
+    t
+}
+
+fn where_text(v: &SegmentView) -> String {
+    match (v.compression, v.start) {
+        ("none", Some(s)) => format!("starts at {s}"),
+        ("none", None) => format!(
+            "starts after a compressed segment, at a multiple of {}; offsets are from its start",
+            v.start_align
+        ),
+        (_, Some(s)) => format!("starts at {s}; offsets are inside the uncompressed stream"),
+        (_, None) => "offsets are inside the uncompressed stream".into(),
+    }
+}
+
+/// Segment by segment: a heading, the table, the segment's totals; then
+/// the image's totals.
+pub fn render_segments_text(views: &[SegmentView], totals_only: bool) -> String {
+    let mut out = String::new();
+    for v in views {
+        let _ = writeln!(
+            out,
+            "segment {} ({}): {}",
+            v.name,
+            v.compression,
+            where_text(v)
+        );
+        if !totals_only {
+            let base = if v.compression == "none" {
+                v.start.unwrap_or(0)
+            } else {
+                0
+            };
+            out.push_str(&table(v.layout, base));
+        }
+        out.push_str(&summary_text(&v.summary));
+        out.push('\n');
+    }
+    let t = total(views);
+    let _ = writeln!(
+        out,
+        "image: {} segments; {} eligible: {} aligned, {} missed; padding {} bytes; {} bytes before compression",
+        views.len(),
+        t.eligible,
+        t.aligned,
+        t.missed,
+        t.padding_bytes,
+        t.archive_bytes
+    );
+    out
+}
+
+#[derive(serde::Serialize)]
+struct JsonSegment {
+    name: String,
+    compression: &'static str,
+    start: Option<u64>,
+    start_align: u64,
+    records: Vec<JsonRecord>,
+    summary: Summary,
+}
+
+#[derive(serde::Serialize)]
+struct JsonImage {
+    segments: Vec<JsonSegment>,
+    summary: Summary,
+}
+
+/// JSON of every segment; record offsets count from the segment's start.
+pub fn render_segments_json(views: &[SegmentView]) -> String {
+    let image = JsonImage {
+        segments: views
+            .iter()
+            .map(|v| JsonSegment {
+                name: v.name.to_string(),
+                compression: v.compression,
+                start: v.start,
+                start_align: v.start_align,
+                records: json_records(v.layout),
+                summary: v.summary.clone(),
+            })
+            .collect(),
+        summary: total(views),
+    };
+    let mut s = serde_json::to_string_pretty(&image).unwrap_or_default();
     s.push('\n');
     s
 }
