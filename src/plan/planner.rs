@@ -102,6 +102,7 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
             d
         });
 
+    let mut missed: Vec<usize> = Vec::new();
     let mut placed: Vec<Placed<'a>> = Vec::with_capacity(entries.len() + 16);
     let mut offset: u64 = 0;
     for d in dirs {
@@ -193,6 +194,7 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
                         }
                         None => {
                             alignment = Alignment::Missed(align as u32);
+                            missed.push(b);
                             need = 0;
                         }
                     }
@@ -208,6 +210,22 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
     }
     for i in pool.rest() {
         placed.extend(units[i].protos.iter().cloned().map(Placed::plain));
+    }
+    if let Some(&first) = missed.first() {
+        let p = units[first].protos.last().expect("a unit has a record");
+        warnings.push(crate::error::Warning {
+            origin: Some(entries[p.entry].origin.clone()),
+            message: format!(
+                "{} of {} files cannot be aligned in readers mode (the first: /{}): \
+                 the image has no directory entry to repeat as padding, and the names \
+                 before each file hold at most 4,096 bytes of it; add a directory to \
+                 the image, or use kernel-only mode (`--align-mode kernel-only`, or \
+                 align_mode = \"kernel-only\" in [image]) if only the kernel reads it",
+                missed.len(),
+                bigs.len(),
+                crate::entry::display_name(&entries[p.entry].name)
+            ),
+        });
     }
     assemble(placed, opts.crc, warnings)
 }
@@ -353,6 +371,13 @@ mod tests {
         let entries = vec![file("a", 4097 * 8 + 8), file("b", 70000)];
         let l = plan_any(&entries, &opts(65536, AlignMode::Readers));
         assert!(l.misses().count() >= 1);
+        let why = l
+            .warnings
+            .iter()
+            .map(|w| w.message.as_str())
+            .collect::<String>();
+        assert!(why.contains("no directory entry to repeat"), "{why}");
+        assert!(why.contains("kernel-only"), "{why}");
         let l = plan_any(&entries, &opts(65536, AlignMode::KernelOnly));
         assert_eq!(l.misses().count(), 0);
     }
