@@ -11,8 +11,10 @@
 //! lzo is recognised but neither decoded nor written: no well-kept crate
 //! reads the lzop container the kernel expects.
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::{self, BufRead, Read, Write};
+use std::rc::Rc;
 
 /// A compression method, as named in manifests and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -129,10 +131,23 @@ impl fmt::Display for DecodeError {
     }
 }
 
-/// A `BufRead` over a slice that remembers how much was consumed.
+/// How many input bytes a stream's decoder has used so far.
+#[derive(Clone, Debug, Default)]
+pub struct Used(Rc<Cell<usize>>);
+
+impl Used {
+    pub fn get(&self) -> usize {
+        self.0.get()
+    }
+    fn add(&self, n: usize) {
+        self.0.set(self.0.get() + n);
+    }
+}
+
+/// A `BufRead` over a slice that counts what it hands out.
 struct Counted<'a> {
     rest: &'a [u8],
-    used: usize,
+    used: Used,
 }
 
 impl Read for Counted<'_> {
@@ -150,7 +165,7 @@ impl BufRead for Counted<'_> {
     }
     fn consume(&mut self, n: usize) {
         self.rest = &self.rest[n..];
-        self.used += n;
+        self.used.add(n);
     }
 }
 
@@ -161,64 +176,74 @@ fn drain(mut r: impl Read, out: &mut Vec<u8>) -> Result<(), DecodeError> {
     })
 }
 
-/// Decodes the one stream of method `method` at the start of `input`.
-pub fn decode(method: Compression, input: &[u8]) -> Result<Decoded, DecodeError> {
-    let mut data = Vec::new();
-    let mut src = Counted {
+/// A decoder that reads the one stream of `method` at the start of `input`
+/// as it is read (nothing is held but the decoder's own window), with the
+/// count of input bytes it has used: after the decoder reports the end,
+/// the length of the stream.
+pub fn stream<'a>(
+    method: Compression,
+    input: &'a [u8],
+) -> Result<(Box<dyn Read + 'a>, Used), DecodeError> {
+    let used = Used::default();
+    let src = Counted {
         rest: input,
-        used: 0,
+        used: used.clone(),
     };
     let fail = |message: &str| DecodeError {
         produced: 0,
         message: message.to_string(),
     };
-    match method {
-        Compression::None => {
-            return Ok(Decoded {
-                data: input.to_vec(),
-                consumed: input.len(),
-            })
-        }
+    let reader: Box<dyn Read + 'a> = match method {
+        Compression::None => Box::new(src),
         Compression::Gzip => {
             if input.get(1) == Some(&0x9e) {
                 return Err(fail(
                     "old-style gzip (magic 1f 9e) is not supported; recompress with gzip",
                 ));
             }
-            let mut d = flate2::bufread::GzDecoder::new(&mut src);
-            drain(&mut d, &mut data)?;
+            Box::new(flate2::bufread::GzDecoder::new(src))
         }
-        Compression::Bzip2 => {
-            let mut d = bzip2::bufread::BzDecoder::new(&mut src);
-            drain(&mut d, &mut data)?;
-        }
-        Compression::Xz => {
-            let mut d = liblzma::bufread::XzDecoder::new(&mut src);
-            drain(&mut d, &mut data)?;
-        }
+        Compression::Bzip2 => Box::new(bzip2::bufread::BzDecoder::new(src)),
+        Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new(src)),
         Compression::Lzma => {
             let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
                 .map_err(|e| fail(&e.to_string()))?;
-            let mut d = liblzma::bufread::XzDecoder::new_stream(&mut src, stream);
-            drain(&mut d, &mut data)?;
+            Box::new(liblzma::bufread::XzDecoder::new_stream(src, stream))
         }
-        Compression::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(&mut src)
+        Compression::Zstd => Box::new(
+            zstd::stream::read::Decoder::with_buffer(src)
                 .map_err(|e| fail(&e.to_string()))?
-                .single_frame();
-            drain(&mut d, &mut data)?;
-        }
-        Compression::Lz4 => return decode_lz4_legacy(input),
+                .single_frame(),
+        ),
+        Compression::Lz4 => Box::new(Lz4Legacy::new(input, used.clone())?),
         Compression::Lzo => {
             return Err(fail(
                 "lzo-compressed segments cannot be read by composer; \
                  recompress the image with another method",
             ))
         }
+    };
+    Ok((reader, used))
+}
+
+/// Decodes the one stream of method `method` at the start of `input`.
+pub fn decode(method: Compression, input: &[u8]) -> Result<Decoded, DecodeError> {
+    if method == Compression::None {
+        return Ok(Decoded {
+            data: input.to_vec(),
+            consumed: input.len(),
+        });
     }
-    let consumed = src.used;
+    let (mut reader, used) = stream(method, input)?;
+    let mut data = Vec::new();
+    drain(&mut reader, &mut data)?;
+    drop(reader);
+    let consumed = used.get();
     if consumed == 0 {
-        return Err(fail("the compressed stream is empty"));
+        return Err(DecodeError {
+            produced: 0,
+            message: "the compressed stream is empty".into(),
+        });
     }
     Ok(Decoded { data, consumed })
 }
@@ -226,50 +251,91 @@ pub fn decode(method: Compression, input: &[u8]) -> Result<Decoded, DecodeError>
 /// The kernel's legacy lz4 reader: blocks until the input ends, a zero
 /// length (padding follows), or fewer than 4 bytes remain. A repeated
 /// magic is skipped, so `lz4 -l` output concatenated still reads.
-fn decode_lz4_legacy(input: &[u8]) -> Result<Decoded, DecodeError> {
-    let mut data = Vec::new();
-    let le32 = |at: usize| -> Option<u32> {
-        input
+struct Lz4Legacy<'a> {
+    input: &'a [u8],
+    /// Where the next block's length is.
+    pos: usize,
+    used: Used,
+    block: Vec<u8>,
+    /// The decoded block's unread bytes.
+    ready: std::ops::Range<usize>,
+    done: bool,
+}
+
+impl<'a> Lz4Legacy<'a> {
+    fn new(input: &'a [u8], used: Used) -> Result<Self, DecodeError> {
+        let r = Lz4Legacy {
+            input,
+            pos: 4,
+            used,
+            block: Vec::new(),
+            ready: 0..0,
+            done: false,
+        };
+        if r.le32(0) != Some(LZ4_LEGACY_MAGIC) {
+            return Err(DecodeError {
+                produced: 0,
+                message: "not a legacy lz4 stream (lz4 -l): bad magic".into(),
+            });
+        }
+        r.used.add(4);
+        Ok(r)
+    }
+
+    fn le32(&self, at: usize) -> Option<u32> {
+        self.input
             .get(at..at + 4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    if le32(0) != Some(LZ4_LEGACY_MAGIC) {
-        return Err(DecodeError {
-            produced: 0,
-            message: "not a legacy lz4 stream (lz4 -l): bad magic".into(),
-        });
     }
-    let mut pos = 4;
-    let mut block = vec![0u8; LZ4_LEGACY_BLOCK];
-    while let Some(len) = le32(pos) {
-        if len == LZ4_LEGACY_MAGIC {
-            pos += 4;
-            continue;
-        }
-        if len == 0 {
-            break;
-        }
-        let len = len as usize;
-        let Some(chunk) = input.get(pos + 4..pos + 4 + len) else {
-            return Err(DecodeError {
-                produced: data.len(),
-                message: format!(
+
+    /// Decodes the next block; false at the end of the stream.
+    fn next_block(&mut self) -> io::Result<bool> {
+        let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+        loop {
+            let Some(len) = self.le32(self.pos) else {
+                return Ok(false);
+            };
+            if len == LZ4_LEGACY_MAGIC {
+                self.pos += 4;
+                self.used.add(4);
+                continue;
+            }
+            if len == 0 {
+                return Ok(false);
+            }
+            let (pos, len) = (self.pos, len as usize);
+            let Some(chunk) = self.input.get(pos + 4..pos + 4 + len) else {
+                return Err(bad(format!(
                     "lz4 block at stream offset {pos} claims {len} bytes; only {} remain",
-                    input.len() - pos - 4
-                ),
-            });
-        };
-        let n = lz4_flex::block::decompress_into(chunk, &mut block).map_err(|e| DecodeError {
-            produced: data.len(),
-            message: format!("lz4 block at stream offset {pos}: {e}"),
-        })?;
-        data.extend_from_slice(&block[..n]);
-        pos += 4 + len;
+                    self.input.len() - pos - 4
+                )));
+            };
+            if self.block.is_empty() {
+                self.block = vec![0u8; LZ4_LEGACY_BLOCK];
+            }
+            let n = lz4_flex::block::decompress_into(chunk, &mut self.block)
+                .map_err(|e| bad(format!("lz4 block at stream offset {pos}: {e}")))?;
+            self.pos += 4 + len;
+            self.used.add(4 + len);
+            self.ready = 0..n;
+            return Ok(true);
+        }
     }
-    Ok(Decoded {
-        data,
-        consumed: pos,
-    })
+}
+
+impl Read for Lz4Legacy<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.ready.is_empty() {
+            if self.done || !self.next_block()? {
+                self.done = true;
+                return Ok(0);
+            }
+        }
+        let n = self.ready.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.block[self.ready.start..self.ready.start + n]);
+        self.ready.start += n;
+        Ok(n)
+    }
 }
 
 /// The window size a zstd frame header asks for, when it can be read.

@@ -108,6 +108,27 @@ pub fn pad_to(offset: u64, align: u64) -> u64 {
     (align - offset % align) % align
 }
 
+/// An entry as bytes, for tests that build archives by hand: the header
+/// (its `filesize` and `namesize` as given), the name and NULs up to
+/// `namesize` bytes, NULs to a multiple of 4, the data, NULs to a multiple
+/// of 4. `out` must end 4-aligned.
+#[cfg(test)]
+pub(crate) fn push_entry(out: &mut Vec<u8>, h: &Header, name: &[u8], data: &[u8]) {
+    let start = out.len();
+    out.extend_from_slice(&h.encode());
+    out.extend_from_slice(name);
+    while out.len() < start + HEADER_LEN + h.namesize as usize {
+        out.push(0);
+    }
+    while !out.len().is_multiple_of(4) {
+        out.push(0);
+    }
+    out.extend_from_slice(data);
+    while !out.len().is_multiple_of(4) {
+        out.push(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,16 +26,23 @@ use std::ops::Range;
 use super::header::{Header, HEADER_LEN, TRAILER_NAME};
 use crate::entry::{PATH_MAX, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
-/// Where the scanner reads headers and names from: a byte slice, or a file
+/// Where the scanner reads headers and names from: a byte slice, a file
 /// read with pread through a small window (so that listing a large archive
-/// reads only its headers, not its data).
+/// reads only its headers, not its data), or a decoder read forward.
 pub trait Source {
+    /// The length; for a stream not yet read to its end, `usize::MAX`.
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Up to `n` bytes from `pos` (fewer at the end).
+    /// Up to `n` bytes from `pos` (fewer at the end). The scanner asks for
+    /// increasing positions only, so a stream may forget what is before.
     fn get(&mut self, pos: usize, n: usize) -> &[u8];
+    /// Whether there are at least `end` bytes; once it says no, `len` is
+    /// exact.
+    fn reaches(&mut self, end: usize) -> bool {
+        end <= self.len()
+    }
 }
 
 impl Source for &[u8] {
@@ -107,6 +114,99 @@ impl Source for FileSource<'_> {
     }
 }
 
+/// A stream (a decoder) read forward through a window: bytes before the
+/// position last asked for are dropped as they go by, so scanning holds
+/// only headers and names however large the stream is.
+pub struct StreamSource<R> {
+    reader: R,
+    buf: Vec<u8>,
+    /// The window: `buf[lo..hi]`, stream offsets `start..`.
+    lo: usize,
+    hi: usize,
+    start: usize,
+    /// The stream's length, once the reader has ended (or failed).
+    end: Option<usize>,
+    /// The reader's error; the bytes after it read as missing.
+    pub error: Option<std::io::Error>,
+}
+
+impl<R: std::io::Read> StreamSource<R> {
+    /// Reads go straight into the window, this much at a time.
+    const CHUNK: usize = 256 << 10;
+
+    pub fn new(reader: R) -> Self {
+        StreamSource {
+            reader,
+            buf: vec![0; Self::CHUNK],
+            lo: 0,
+            hi: 0,
+            start: 0,
+            end: None,
+            error: None,
+        }
+    }
+
+    /// Bytes read from the stream so far (its length once it has ended).
+    pub fn produced(&self) -> usize {
+        self.start + (self.hi - self.lo)
+    }
+
+    /// Reads until the window holds `pos..pos + n` (or the stream ends),
+    /// dropping everything before `pos`.
+    fn fill(&mut self, pos: usize, n: usize) {
+        loop {
+            let drop = pos.saturating_sub(self.start).min(self.hi - self.lo);
+            self.lo += drop;
+            self.start += drop;
+            if self.lo == self.hi {
+                (self.lo, self.hi) = (0, 0);
+            }
+            if self.start == pos && self.produced() >= pos.saturating_add(n) {
+                return;
+            }
+            if self.end.is_some() {
+                return;
+            }
+            if self.hi == self.buf.len() {
+                self.buf.copy_within(self.lo..self.hi, 0);
+                (self.lo, self.hi) = (0, self.hi - self.lo);
+                if self.hi == self.buf.len() {
+                    // A name longer than the window: grow it.
+                    self.buf.resize(self.buf.len() * 2, 0);
+                }
+            }
+            match self.reader.read(&mut self.buf[self.hi..]) {
+                Ok(0) => self.end = Some(self.produced()),
+                Ok(k) => self.hi += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    self.end = Some(self.produced());
+                }
+            }
+        }
+    }
+}
+
+impl<R: std::io::Read> Source for StreamSource<R> {
+    fn len(&self) -> usize {
+        self.end.unwrap_or(usize::MAX)
+    }
+    fn get(&mut self, pos: usize, n: usize) -> &[u8] {
+        self.fill(pos, n);
+        if pos != self.start {
+            // Past the end (or, against the contract, behind the window).
+            return &[];
+        }
+        let k = n.min(self.hi - self.lo);
+        &self.buf[self.lo..self.lo + k]
+    }
+    fn reaches(&mut self, end: usize) -> bool {
+        self.fill(end, 0);
+        self.produced() >= end
+    }
+}
+
 /// Why the kernel skips an entry without a word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -149,6 +249,9 @@ pub struct RawEntry {
     /// The data bytes (buffer indices).
     pub data: Range<usize>,
     pub skip: Option<Skip>,
+    /// A symlink's target as the kernel reads it (its data up to the first
+    /// NUL), kept so that a listing of a stream can show it.
+    pub link: Option<Vec<u8>>,
 }
 
 impl RawEntry {
@@ -218,7 +321,6 @@ pub fn scan(buf: &mut impl Source, start: usize) -> Scan {
     let mut entries = Vec::new();
     let mut pos = start;
     let aligned = |p: usize| p.is_multiple_of(4);
-    let len = buf.len();
     loop {
         let next = loop {
             let chunk = buf.get(pos, 512);
@@ -235,7 +337,7 @@ pub fn scan(buf: &mut impl Source, start: usize) -> Scan {
             };
         };
         pos = p;
-        if pos >= len {
+        if pos >= buf.len() {
             return Scan {
                 entries,
                 stop: Stop::End,
@@ -272,7 +374,6 @@ pub fn scan(buf: &mut impl Source, start: usize) -> Scan {
 
 /// Parses the entry whose header starts at `pos` (a `0` byte).
 fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
-    let len = buf.len();
     let truncated = |what: &str| {
         Stop::Truncated(Fault {
             offset: pos,
@@ -285,7 +386,7 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
         Err(_) => {
             return Err(truncated(&format!(
                 "the archive ends inside a header ({} of {HEADER_LEN} bytes)",
-                len - pos
+                buf.len() - pos
             )))
         }
     };
@@ -346,7 +447,12 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
     } else {
         None
     };
-    if end > len {
+    let link = (kind == S_IFLNK && skip.is_none()).then(|| {
+        let d = buf.get(data_start, size);
+        d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())].to_vec()
+    });
+    if !buf.reaches(end) {
+        let len = buf.len();
         let shown = if name.is_empty() {
             String::new()
         } else {
@@ -382,6 +488,7 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
         terminated,
         data: data_start..end,
         skip,
+        link,
     })
 }
 
@@ -431,18 +538,8 @@ mod tests {
             namesize,
             ..Header::default()
         };
-        let mut out = h.encode().to_vec();
-        out.extend_from_slice(name);
-        while out.len() < HEADER_LEN + namesize as usize {
-            out.push(0);
-        }
-        while !out.len().is_multiple_of(4) {
-            out.push(0);
-        }
-        out.extend_from_slice(data);
-        while !out.len().is_multiple_of(4) {
-            out.push(0);
-        }
+        let mut out = Vec::new();
+        crate::cpio::header::push_entry(&mut out, &h, name, data);
         out
     }
 

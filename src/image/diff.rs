@@ -222,16 +222,7 @@ mod tests {
                 namesize: name.len() as u32 + 1,
                 ..Header::default()
             };
-            out.extend_from_slice(&h.encode());
-            out.extend_from_slice(name.as_bytes());
-            out.push(0);
-            while !out.len().is_multiple_of(4) {
-                out.push(0);
-            }
-            out.extend_from_slice(data);
-            while !out.len().is_multiple_of(4) {
-                out.push(0);
-            }
+            crate::cpio::header::push_entry(&mut out, &h, name.as_bytes(), data);
         }
         Image::from_bytes("t", out)
     }

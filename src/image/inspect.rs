@@ -102,7 +102,10 @@ fn long_line(out: &mut String, image: &Image, seg: &Segment, e: &RawEntry) {
 }
 
 /// A symlink's target: its data up to the first NUL, as the kernel reads it.
-pub fn target<'a>(image: &'a Image, seg: &'a Segment, e: &RawEntry) -> &'a [u8] {
+pub fn target<'a>(image: &'a Image, seg: &'a Segment, e: &'a RawEntry) -> &'a [u8] {
+    if let Some(link) = &e.link {
+        return link;
+    }
     let d = &image.data(seg)[e.data.clone()];
     &d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())]
 }
@@ -281,7 +284,7 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
 
 /// `composer inspect IMAGE`: prints the listing to standard output.
 pub fn run(path: &std::path::Path, opts: &InspectOptions) -> Result<()> {
-    let image = Image::open(path)?;
+    let image = Image::open_with(path, super::Keep::Listing)?;
     let text = render(&image, opts)?;
     super::print(&text)
 }

@@ -21,7 +21,7 @@ use std::ops::Deref;
 use std::path::Path;
 
 use crate::compress::{self, Compression};
-use crate::cpio::reader::{self, RawEntry, Stop};
+use crate::cpio::reader::{self, RawEntry, Source as _, Stop};
 use crate::error::{Error, Result};
 
 /// A read-only private mapping of a whole file.
@@ -93,20 +93,40 @@ pub struct Segment {
     /// File offset where the next segment starts (NUL padding included).
     pub end: u64,
     pub compression: Compression,
-    /// Decompressed bytes; `None` for an uncompressed segment, whose entry
-    /// offsets are file offsets.
-    data: Option<Vec<u8>>,
+    data: Held,
     pub entries: Vec<RawEntry>,
+}
+
+/// Where a segment's bytes are.
+enum Held {
+    /// In the image file: an uncompressed segment, whose entry offsets are
+    /// file offsets.
+    File,
+    /// Decompressed in memory.
+    Decoded(Vec<u8>),
+    /// Decompressed once to list it, and not kept: `len` bytes.
+    Streamed(usize),
 }
 
 impl Segment {
     /// Bytes of cpio data (decompressed).
     pub fn size(&self) -> u64 {
         match &self.data {
-            Some(d) => d.len() as u64,
-            None => self.stream_end - self.offset,
+            Held::File => self.stream_end - self.offset,
+            Held::Decoded(d) => d.len() as u64,
+            Held::Streamed(len) => *len as u64,
         }
     }
+}
+
+/// What opening an image keeps of its compressed segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Their decompressed data, for commands that read file contents.
+    Data,
+    /// Headers, names and symlink targets only: each stream is decoded
+    /// once, in a small window, while its headers are read.
+    Listing,
 }
 
 /// Where something is in an image: a file offset, or an offset in the
@@ -163,8 +183,15 @@ pub struct Image {
 }
 
 impl Image {
-    /// Reads and parses the image at `path` (`-`: standard input).
+    /// Reads and parses the image at `path` (`-`: standard input), keeping
+    /// the decompressed data of compressed segments.
     pub fn open(path: &Path) -> Result<Image> {
+        Image::open_with(path, Keep::Data)
+    }
+
+    /// Reads and parses the image at `path`; `keep` says whether
+    /// [`Image::data`] of compressed segments will be wanted.
+    pub fn open_with(path: &Path, keep: Keep) -> Result<Image> {
         let name = path.display().to_string();
         let bytes = if path == Path::new("-") {
             let mut v = Vec::new();
@@ -195,12 +222,12 @@ impl Image {
                 Bytes::Owned(v)
             }
         };
-        Ok(Image::parse(name, bytes))
+        Ok(Image::parse(name, bytes, keep))
     }
 
     /// Parses an image held in memory.
     pub fn from_bytes(name: impl Into<String>, bytes: Vec<u8>) -> Image {
-        Image::parse(name.into(), Bytes::Owned(bytes))
+        Image::parse(name.into(), Bytes::Owned(bytes), Keep::Data)
     }
 
     /// The whole file.
@@ -210,10 +237,15 @@ impl Image {
 
     /// The buffer a segment's entries index: the decompressed data, or the
     /// whole file for an uncompressed segment.
+    ///
+    /// # Panics
+    ///
+    /// For a compressed segment of an image opened with [`Keep::Listing`].
     pub fn data<'a>(&'a self, seg: &'a Segment) -> &'a [u8] {
         match &seg.data {
-            Some(d) => d,
-            None => &self.bytes,
+            Held::File => &self.bytes,
+            Held::Decoded(d) => d,
+            Held::Streamed(_) => panic!("the image was opened for a listing: no data kept"),
         }
     }
 
@@ -221,7 +253,7 @@ impl Image {
     pub fn place(&self, seg: &Segment, offset: usize) -> Place {
         Place {
             segment: seg.index,
-            stream: seg.data.as_ref().map(|_| (seg.compression, seg.offset)),
+            stream: (!matches!(seg.data, Held::File)).then_some((seg.compression, seg.offset)),
             offset: offset as u64,
         }
     }
@@ -243,7 +275,7 @@ impl Image {
         })
     }
 
-    fn parse(name: String, bytes: Bytes) -> Image {
+    fn parse(name: String, bytes: Bytes, keep: Keep) -> Image {
         let mut img = Image {
             name,
             bytes,
@@ -260,7 +292,7 @@ impl Image {
             stream_end: offset as u64,
             end: offset as u64,
             compression: Compression::None,
-            data: None,
+            data: Held::File,
             entries: Vec::new(),
         };
         while pos < buf.len() {
@@ -269,7 +301,7 @@ impl Image {
                 continue;
             }
             if buf[pos] != b'0' || !pos.is_multiple_of(4) {
-                continue_compressed(buf, &mut pos, &mut segments, &mut fault);
+                continue_compressed(buf, &mut pos, &mut segments, &mut fault, keep);
                 if fault.is_some() {
                     break;
                 }
@@ -348,6 +380,7 @@ fn continue_compressed(
     pos: &mut usize,
     segments: &mut Vec<Segment>,
     fault: &mut Option<Fault>,
+    keep: Keep,
 ) {
     let at = *pos;
     let index = segments.len();
@@ -369,22 +402,71 @@ fn continue_compressed(
         });
         return;
     };
-    let decoded = match compress::decode(method, &buf[at..]) {
-        Ok(d) => d,
-        Err(e) => {
-            *fault = Some(Fault {
-                place: file_place,
-                kernel: if method == Compression::Lzo {
-                    None
-                } else {
-                    Some("decompressor failed")
-                },
-                detail: format!("{method} stream: {e}"),
-            });
-            return;
+    let failed = |e: compress::DecodeError| Fault {
+        place: file_place,
+        kernel: if method == Compression::Lzo {
+            None
+        } else {
+            Some("decompressor failed")
+        },
+        detail: format!("{method} stream: {e}"),
+    };
+    // The scan, the byte it stopped at (if any), the data, the stream's length.
+    let (scan, junk, data, consumed) = match keep {
+        Keep::Data => {
+            let decoded = match compress::decode(method, &buf[at..]) {
+                Ok(d) => d,
+                Err(e) => {
+                    *fault = Some(failed(e));
+                    return;
+                }
+            };
+            let scan = reader::scan(&mut &decoded.data[..], 0);
+            let junk = match scan.stop {
+                Stop::Other(p) => decoded.data[p],
+                _ => 0,
+            };
+            (scan, junk, Held::Decoded(decoded.data), decoded.consumed)
+        }
+        Keep::Listing => {
+            let (stream, used) = match compress::stream(method, &buf[at..]) {
+                Ok(s) => s,
+                Err(e) => {
+                    *fault = Some(failed(e));
+                    return;
+                }
+            };
+            let mut src = reader::StreamSource::new(stream);
+            let scan = reader::scan(&mut src, 0);
+            let junk = match scan.stop {
+                Stop::Other(p) => src.get(p, 1).first().copied().unwrap_or(0),
+                _ => 0,
+            };
+            if scan.stop != Stop::End {
+                // A full decode reports a damaged stream before what its
+                // damaged data looks like: read to the end to know.
+                src.reaches(usize::MAX);
+            }
+            if let Some(e) = src.error.take() {
+                *fault = Some(failed(compress::DecodeError {
+                    produced: src.produced(),
+                    message: e.to_string(),
+                }));
+                return;
+            }
+            let len = src.produced();
+            drop(src);
+            let consumed = used.get();
+            if consumed == 0 {
+                *fault = Some(failed(compress::DecodeError {
+                    produced: 0,
+                    message: "the compressed stream is empty".into(),
+                }));
+                return;
+            }
+            (scan, junk, Held::Streamed(len), consumed)
         }
     };
-    let scan = reader::scan(&mut &decoded.data[..], 0);
     let place = |offset: usize| Place {
         segment: index,
         stream: Some((method, at as u64)),
@@ -395,10 +477,7 @@ fn continue_compressed(
         Stop::Other(p) => Some(Fault {
             place: place(p),
             kernel: Some("junk within compressed archive"),
-            detail: format!(
-                "byte {:#04x} where a header or NUL padding should be",
-                decoded.data[p]
-            ),
+            detail: format!("byte {junk:#04x} where a header or NUL padding should be"),
         }),
         Stop::Truncated(f) => Some(Fault {
             place: place(f.offset),
@@ -414,13 +493,13 @@ fn continue_compressed(
     segments.push(Segment {
         index,
         offset: at as u64,
-        stream_end: (at + decoded.consumed) as u64,
-        end: (at + decoded.consumed) as u64,
+        stream_end: (at + consumed) as u64,
+        end: (at + consumed) as u64,
         compression: method,
-        data: Some(decoded.data),
+        data,
         entries: scan.entries,
     });
-    *pos = at + decoded.consumed;
+    *pos = at + consumed;
     *fault = problem;
 }
 
@@ -477,24 +556,9 @@ mod tests {
     fn archive(names: &[&str]) -> Vec<u8> {
         let mut out = Vec::new();
         for (i, n) in names.iter().enumerate() {
-            let h = Header {
-                ino: i as u32 + 1,
-                mode: 0o100644,
-                nlink: 1,
-                filesize: 3,
-                namesize: n.len() as u32 + 1,
-                ..Header::default()
-            };
-            out.extend_from_slice(&h.encode());
-            out.extend_from_slice(n.as_bytes());
-            out.push(0);
-            while !out.len().is_multiple_of(4) {
-                out.push(0);
-            }
-            out.extend_from_slice(b"abc\0");
+            entry(&mut out, i as u32 + 1, 0o100644, n.as_bytes(), b"abc");
         }
-        out.extend_from_slice(&Header::trailer(false).encode());
-        out.extend_from_slice(b"TRAILER!!!\0");
+        entry(&mut out, 0, 0, b"TRAILER!!!", b"");
         while out.len() % 512 != 0 {
             out.push(0);
         }
@@ -558,6 +622,159 @@ mod tests {
             Some("invalid magic at start of compressed archive")
         );
         assert_eq!(image.segments.len(), 1);
+    }
+
+    fn entry(out: &mut Vec<u8>, ino: u32, mode: u32, name: &[u8], data: &[u8]) {
+        let h = Header {
+            ino,
+            mode,
+            nlink: 1,
+            filesize: data.len() as u32,
+            namesize: name.len() as u32 + 1,
+            ..Header::default()
+        };
+        crate::cpio::header::push_entry(out, &h, name, data);
+    }
+
+    /// An archive larger than the listing window, with names and data that
+    /// straddle its chunks, long names, symlinks and a large file.
+    fn big_archive() -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut x: u32 = 1;
+        for i in 0..3000u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let name = format!("d/{}{i}", "n".repeat((x >> 8) as usize % 300));
+            let data: Vec<u8> = (0..(x >> 4) % 1500).map(|k| (k ^ i) as u8).collect();
+            if i % 7 == 0 {
+                let target = format!("../t/{}", "x".repeat(i as usize % 50));
+                entry(
+                    &mut out,
+                    i + 1,
+                    0o120777,
+                    name.as_bytes(),
+                    target.as_bytes(),
+                );
+            } else {
+                entry(&mut out, i + 1, 0o100644, name.as_bytes(), &data);
+            }
+        }
+        entry(
+            &mut out,
+            9000,
+            0o100644,
+            "l".repeat(4000).as_bytes(),
+            b"long name",
+        );
+        entry(&mut out, 9001, 0o100644, b"big", &vec![7u8; 1 << 20]);
+        entry(&mut out, 0, 0, b"TRAILER!!!", b"");
+        while out.len() % 512 != 0 {
+            out.push(0);
+        }
+        out
+    }
+
+    fn compressed(method: Compression, a: &[u8]) -> Vec<u8> {
+        let opts = EncodeOptions {
+            method,
+            level: None,
+            threads: 1,
+        };
+        let mut out = Vec::new();
+        crate::compress::encode(&opts, &mut &a[..], &mut out).unwrap();
+        out
+    }
+
+    /// What a reader of the image sees: segments, entries, the fault.
+    fn seen(image: &Image) -> String {
+        let mut s = String::new();
+        for seg in &image.segments {
+            s += &format!(
+                "{} {} {} {} {} {}\n",
+                seg.index,
+                seg.offset,
+                seg.stream_end,
+                seg.end,
+                seg.compression,
+                seg.size()
+            );
+            for e in &seg.entries {
+                s += &format!("  {e:?}\n");
+            }
+        }
+        s + &format!("{:?}", image.fault)
+    }
+
+    #[test]
+    fn a_listing_reads_what_a_full_decode_reads() {
+        let big = big_archive();
+        let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+        for m in [
+            Compression::Gzip,
+            Compression::Bzip2,
+            Compression::Xz,
+            Compression::Lzma,
+            Compression::Zstd,
+            Compression::Lz4,
+        ] {
+            let c = compressed(m, &big);
+            let mut img = archive(&["early"]);
+            img.extend_from_slice(&c);
+            img.extend_from_slice(&[0; 8]);
+            while !img.len().is_multiple_of(4) {
+                img.push(0);
+            }
+            img.extend(archive(&["late"]));
+            cases.push((format!("{m}"), img));
+
+            // A truncated stream, and one with a damaged middle.
+            cases.push((format!("{m} cut"), c[..c.len() / 2].to_vec()));
+            let mut bad = c.clone();
+            let mid = bad.len() / 2;
+            for b in &mut bad[mid..mid + 16] {
+                *b ^= 0x5a;
+            }
+            cases.push((format!("{m} damaged"), bad));
+
+            // Junk, broken padding and a cut archive inside the stream.
+            let mut junk = archive(&["a"]);
+            junk.extend_from_slice(b"junk");
+            cases.push((format!("{m} junk"), compressed(m, &junk)));
+            let mut pad = archive(&["a"]);
+            pad.extend_from_slice(b"\0x");
+            cases.push((format!("{m} padding"), compressed(m, &pad)));
+            cases.push((format!("{m} short"), compressed(m, &big[..300_000])));
+        }
+        for (what, img) in cases {
+            let full = Image::from_bytes("t", img.clone());
+            let listing = Image::parse("t".into(), Bytes::Owned(img), Keep::Listing);
+            let (a, b) = (seen(&full), seen(&listing));
+            if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
+                let cut = |l: &str| l.chars().take(300).collect::<String>();
+                panic!(
+                    "{what}: a full decode sees\n{}\na listing\n{}",
+                    cut(x),
+                    cut(y)
+                );
+            }
+            assert_eq!(a.lines().count(), b.lines().count(), "{what}");
+            let want = match what.split_once(' ').map(|(_, case)| case) {
+                None => None,
+                Some("cut" | "damaged") => Some("decompressor failed"),
+                Some("junk") => Some("junk within compressed archive"),
+                Some("padding") => Some("broken padding"),
+                Some(_) => Some("junk at the end of compressed archive"),
+            };
+            assert_eq!(
+                listing.fault.as_ref().and_then(|f| f.kernel),
+                want,
+                "{what}"
+            );
+            if !what.contains(' ') {
+                assert_eq!(full.fault, None, "{what}");
+                let links = full.entries().filter(|(_, e)| e.link.is_some()).count();
+                assert_eq!(links, 3000 / 7 + 1, "{what}");
+            }
+        }
     }
 
     #[test]
