@@ -423,6 +423,51 @@ fn prepare(
     pipeline::prepare_manifest(manifest, &vars.load_options()?, &overrides, output)
 }
 
+/// One line on an image's segments and early files, for `check` and
+/// `export-list`.
+fn segments_line(b: &pipeline::ManifestBuild) -> String {
+    let segs = &b.segments;
+    let parts: Vec<String> = segment_names(segs, &b.lowered.entries);
+    let early_files = segs
+        .early_entries
+        .iter()
+        .filter(|e| matches!(e.kind, crate::entry::Kind::File { .. }))
+        .count();
+    let mut line = format!("segments: {}", parts.join(", "));
+    if early_files > 0 {
+        line.push_str(&format!(
+            "; the early segment adds {early_files} file{} (microcode, ACPI tables)",
+            if early_files == 1 { "" } else { "s" }
+        ));
+    }
+    line
+}
+
+/// `name (compression, N entries)` for every segment the image will have.
+fn segment_names(segs: &crate::segment::Segments, entries: &[crate::entry::Entry]) -> Vec<String> {
+    let opts = PlanOptions {
+        crc: false,
+        align: 0,
+        mtime: MtimePolicy {
+            fixed: Some(0),
+            now: 0,
+        },
+        mode: AlignMode::GenInitCpio,
+    };
+    crate::segment::parts(segs, entries, &opts)
+        .iter()
+        .map(|p| {
+            let spec = &segs.specs[p.spec];
+            format!(
+                "{} ({}, {} entries)",
+                spec.name,
+                spec.compression.name(),
+                p.entries.len()
+            )
+        })
+        .collect()
+}
+
 /// `composer plan` of one plain archive.
 fn plan_text(entries: &[crate::entry::Entry], opts: &PlanOptions, args: &PlanArgs) -> String {
     use crate::plan::report;
@@ -494,7 +539,14 @@ pub fn run(cli: Cli) -> Result<()> {
             for w in &b.lowered.warnings {
                 eprintln!("composer: warning: {w}");
             }
-            let mut text = crate::manifest::modules::why(&b.lowered.entries, target.as_deref())?;
+            // [early] files are part of the image too.
+            let early = &b.segments.early_entries;
+            let all: std::borrow::Cow<[crate::entry::Entry]> = if early.is_empty() {
+                std::borrow::Cow::Borrowed(&b.lowered.entries)
+            } else {
+                std::borrow::Cow::Owned(early.iter().chain(&b.lowered.entries).cloned().collect())
+            };
+            let mut text = crate::manifest::modules::why(&all, target.as_deref())?;
             // For files that binaries brought in: every chain of loads.
             if let (Some(t), Some(res)) = (target.as_deref(), &b.lowered.elf) {
                 let path = std::path::Path::new("/").join(t.trim_start_matches('/'));
@@ -528,9 +580,21 @@ pub fn run(cli: Cli) -> Result<()> {
                 args.manifest.display(),
                 entries.len()
             );
+            if !b.segments.is_plain() {
+                println!("{}", segments_line(&b));
+            }
         }
         Command::ExportList(args) => {
             let b = prepare(&args.manifest, &args.vars, None, None)?;
+            if !b.segments.is_plain() {
+                eprintln!(
+                    "composer: warning: {}: a gen_init_cpio list is one uncompressed archive \
+                     of the manifest's own entries, without the early files and without \
+                     segments ({}); build the image with `composer build`",
+                    args.manifest.display(),
+                    segments_line(&b)
+                );
+            }
             let list = crate::legacy::write_list(&b.lowered.entries)?;
             emit(&list, args.output.as_deref())?;
         }

@@ -592,7 +592,7 @@ fn microcode(
     chosen: Option<&(PathBuf, Origin)>,
     root: &Root,
     scratch: &mut Option<tempfile::TempDir>,
-) -> Result<Option<Source>> {
+) -> Result<Option<(Source, Vec<PathBuf>)>> {
     let dir = match chosen {
         Some((path, origin)) => {
             let meta = std::fs::metadata(path).map_err(|e| {
@@ -603,11 +603,12 @@ fn microcode(
                 .with_hint("name a directory of microcode files, or a prebuilt file")
             })?;
             if meta.is_file() {
-                return Ok(Some(Source {
+                let source = Source {
                     path: path.clone(),
                     size: meta.len(),
                     mtime: meta.mtime(),
-                }));
+                };
+                return Ok(Some((source, vec![path.clone()])));
             }
             path.clone()
         }
@@ -628,11 +629,12 @@ fn microcode(
     match files.as_slice() {
         [] => return Ok(None),
         [(path, meta)] if firmware_name(&path.to_string_lossy()).1 == Compression::None => {
-            return Ok(Some(Source {
+            let source = Source {
                 path: path.clone(),
                 size: meta.len(),
                 mtime: meta.mtime(),
-            }))
+            };
+            return Ok(Some((source, vec![path.clone()])));
         }
         _ => {}
     }
@@ -673,11 +675,12 @@ fn microcode(
     let size = std::fs::metadata(&target)
         .map_err(|e| Error::io(&target, e))?
         .len();
-    Ok(Some(Source {
+    let source = Source {
         path: target,
         size,
         mtime,
-    }))
+    };
+    Ok(Some((source, files.into_iter().map(|(p, _)| p).collect())))
 }
 
 /// The early files and their directories, sorted by name.
@@ -714,11 +717,20 @@ fn gather_early(
         let o = with_rule("early microcode");
         let mut found = Vec::new();
         for (vendor, chosen) in [(Vendor::Amd, &early.amd), (Vendor::Intel, &early.intel)] {
-            if let Some(src) = microcode(vendor, chosen.as_ref(), root, &mut scratch)? {
+            if let Some((src, parts)) = microcode(vendor, chosen.as_ref(), root, &mut scratch)? {
+                let shown: Vec<String> = parts.iter().map(|p| p.display().to_string()).collect();
+                let rule = match shown.as_slice() {
+                    [one] => format!("early microcode: {one}"),
+                    _ => format!(
+                        "early microcode: {} files concatenated: {}",
+                        shown.len(),
+                        shown.join(", ")
+                    ),
+                };
                 found.push(file(
                     format!("kernel/x86/microcode/{}", vendor.file()).into_bytes(),
                     src,
-                    &o,
+                    &with_rule(&rule),
                 ));
             }
         }
@@ -776,7 +788,8 @@ fn gather_early(
                     size: meta.len(),
                     mtime: meta.mtime(),
                 };
-                list.push(file(name, source, &o));
+                let rule = with_rule(&format!("early acpi: {}", p.display()));
+                list.push(file(name, source, &rule));
             }
         }
     }

@@ -332,6 +332,57 @@ fn plan_of_segments_is_what_build_writes() {
     );
 }
 
+/// The early files are part of what `why`, `check` and `export-list` talk about:
+/// `why` names the microcode files a blob concatenates and the ACPI table's source,
+/// `check` lists the segments, and `export-list` warns that a list cannot hold them.
+#[test]
+fn early_files_are_explained() {
+    let dir = Scratch::new("segments_why");
+    fake_root(&dir.join("root"));
+    let m = manifest(&dir, "four.toml", FOUR_SEGMENTS);
+    let stdout = |args: &[&str]| {
+        let out = support::run_ok(support::composer().args(args).arg(&m));
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (why, _) = stdout(&["why", "kernel/x86/microcode/GenuineIntel.bin"]);
+    assert!(
+        why.contains("/kernel/x86/microcode/GenuineIntel.bin (24 B)"),
+        "{why}"
+    );
+    assert!(why.contains("four.toml:6:1"), "{why}");
+    assert!(
+        why.contains("early microcode: 2 files concatenated: "),
+        "{why}"
+    );
+    for part in ["intel-ucode/06-8e-09", "intel-ucode/06-9e-0a"] {
+        assert!(why.contains(part), "{part} missing from: {why}");
+    }
+    assert!(!why.contains("LICENSE"), "{why}");
+    let (why, _) = stdout(&["why", "/kernel/firmware/acpi/dsdt.aml"]);
+    assert!(why.contains("early acpi: "), "{why}");
+    assert!(why.contains("etc/composer/acpi/dsdt.aml"), "{why}");
+
+    let (check, _) = stdout(&["check"]);
+    assert!(
+        check.contains(
+            "segments: early (none, 9 entries), firmware (none, 5 entries), \
+             main (zstd, 3 entries), late (none, 2 entries); \
+             the early segment adds 4 files"
+        ),
+        "{check}"
+    );
+    let (list, warning) = stdout(&["export-list"]);
+    assert!(list.contains("file /data/big "), "{list}");
+    assert!(!list.contains("microcode"), "{list}");
+    assert!(
+        warning.contains("without the early files and without segments"),
+        "{warning}"
+    );
+}
+
 #[test]
 fn yaml_segments_build_the_same_image() {
     let dir = Scratch::new("segments_yaml");
