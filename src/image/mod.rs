@@ -777,6 +777,59 @@ mod tests {
         }
     }
 
+    /// Random damage anywhere in an image of several segments: a listing
+    /// and a full decode never panic and always agree.
+    #[test]
+    fn damaged_images_list_as_they_decode() {
+        let mut small = Vec::new();
+        for i in 0..40u32 {
+            let mode = if i % 5 == 0 { 0o120777 } else { 0o100644 };
+            let data = vec![b'a' + (i % 26) as u8; (i as usize * 37) % 700];
+            entry(&mut small, i + 1, mode, format!("f{i}").as_bytes(), &data);
+        }
+        entry(&mut small, 0, 0, b"TRAILER!!!", b"");
+        let mut img = archive(&["early"]);
+        for m in [
+            Compression::Zstd,
+            Compression::Gzip,
+            Compression::Xz,
+            Compression::Lz4,
+        ] {
+            img.extend(compressed(m, &small));
+            img.extend_from_slice(&[0; 4]);
+            while !img.len().is_multiple_of(4) {
+                img.push(0);
+            }
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut faults = 0;
+        for round in 0..400 {
+            let mut bad = img.clone();
+            for _ in 0..1 + round % 4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x >> 16) as usize % bad.len();
+                bad[at] = match round % 3 {
+                    0 => 0,
+                    1 => b'0',
+                    _ => (x >> 8) as u8,
+                };
+            }
+            if round % 7 == 0 {
+                bad.truncate((x >> 24) as usize % bad.len());
+            }
+            let full = Image::from_bytes("t", bad.clone());
+            let listing = Image::parse("t".into(), Bytes::Owned(bad), Keep::Listing);
+            assert!(seen(&full) == seen(&listing), "round {round}");
+            faults += full.fault.is_some() as usize;
+        }
+        assert!(
+            (100..400).contains(&faults),
+            "{faults} damaged images fault"
+        );
+    }
+
     #[test]
     fn escapes_names() {
         assert_eq!(
