@@ -558,39 +558,53 @@ fn partial_tail_limit_on(fs_type: &str) {
     mid.sync_all().unwrap();
     let mid_shared = shared_blocks(&mid_path);
 
-    // At the end: the partial block is shared until the file grows past it.
-    let end_path = m.mnt.join("end");
-    let end = fs::File::options()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&end_path)
-        .unwrap();
-    rustix::io::pwrite(&end, &[b'H'; 4096], 0).unwrap();
-    let whole = cfr(&end, 4096);
-    end.sync_all().unwrap();
-    let before = shared_blocks(&end_path);
-    rustix::io::pwrite(&end, b"0707", 4096 + SIZE + 4).unwrap();
-    end.sync_all().unwrap();
-    let after = shared_blocks(&end_path);
+    // At the end: the partial block is shared until the file grows past it,
+    // whether the next bytes go right after the data (the next header) or only
+    // at the next block boundary (NULs up to it, as kernel-only mode could write).
+    let clone_then_write = |name: &str, at: u64| {
+        let path = m.mnt.join(name);
+        let f = fs::File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        rustix::io::pwrite(&f, &[b'H'; 4096], 0).unwrap();
+        let whole = cfr(&f, 4096);
+        f.sync_all().unwrap();
+        let before = shared_blocks(&path);
+        rustix::io::pwrite(&f, b"0707", at).unwrap();
+        f.sync_all().unwrap();
+        (whole, before, shared_blocks(&path))
+    };
+    let (whole, before, after) = clone_then_write("end", 4096 + SIZE + 4);
+    let (_, gap_before, gap_after) = clone_then_write("gap", 4 * 4096);
     println!(
         "{fs_type}: into the middle: {n} of {SIZE} bytes taken, shared blocks {mid_shared:?}; \
-         at the end: {whole} bytes, shared blocks {before:?}, after the next write {after:?}"
+         at the end: {whole} bytes, shared blocks {before:?}, after the next write {after:?}, \
+         after a write at the next block {gap_after:?}"
     );
     assert!(n as u64 <= SIZE);
     assert!(
         !mid_shared.contains(&3),
         "{fs_type}: a partial block was cloned into the middle of a file"
     );
-    assert_eq!(
-        before,
-        [1, 2, 3],
-        "{fs_type}: the clone at the end shares all three"
-    );
+    for b in [&before, &gap_before] {
+        assert_eq!(
+            b,
+            &[1, 2, 3],
+            "{fs_type}: the clone at the end shares all three"
+        );
+    }
     assert_eq!(
         after,
         [1, 2],
         "{fs_type}: writing after the cloned partial block should unshare it"
+    );
+    assert_eq!(
+        gap_after,
+        [1, 2],
+        "{fs_type}: growing the file past the cloned partial block should unshare it"
     );
 }
 
