@@ -71,6 +71,7 @@ fn an_impossible_alignment_is_explained() {
     );
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("1 missed"), "{text}");
+    assert!(text.contains("which assumes every file aligned"), "{text}");
     assert!(
         text.contains("note: ") && text.contains("no directory entry"),
         "{text}"
