@@ -10,6 +10,13 @@
 #                                segment, zstd level N, compressed in process
 #   3cpio --create (zstd -N)     3cpio --create OUT < MANIFEST with `#cpio: zstd -N`
 #                                (3cpio pipes its archive through `zstd -q -N -T0`)
+#   composer extract             composer extract ARCHIVE -C DIR          (uncompressed)
+#   3cpio -x                     3cpio -x -C DIR ARCHIVE
+#   bsdtar -x                    bsdtar -xf ARCHIVE -C DIR
+#
+# Before each extraction the previous tree is removed and the page cache synced, so
+# every run starts from the same state; no tool syncs what it extracts. composer checks
+# the whole image first and opens every parent beneath DIR (see book/src/extract.md).
 #
 # Usage: benches/inspect.sh [--level N] [--runs N] [--warmup N] [--work DIR] [--kernel-root DIR]
 #
@@ -65,6 +72,7 @@ need cargo
 need hyperfine "Debian package hyperfine"
 need zstd "Debian package zstd"
 need 3cpio "cargo install threecpio --locked"
+need bsdtar "Debian package libarchive-tools"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$work"
@@ -161,6 +169,22 @@ size_plain=$(stat -c %s "$archive")
 size_c=$(stat -c %s "$out_c")
 size_3=$(stat -c %s "$out_3")
 
+# --- the extractions agree -------------------------------------------------------------
+X="$work/extracted"
+echo "== checking that composer, 3cpio and bsdtar extract the same tree" >&2
+rm -rf "$X" "$X.3cpio" "$X.bsdtar"
+mkdir "$X.3cpio" "$X.bsdtar"
+"$composer" extract "$archive" -C "$X"
+3cpio -x -C "$X.3cpio" "$archive"
+bsdtar -xf "$archive" -C "$X.bsdtar"
+listing() { (cd "$1" && find . -mindepth 1 -printf '%p %y %m %s %l\n' | sort); }
+for d in "$X.3cpio" "$X.bsdtar"; do
+    diff -r "$X" "$d" > /dev/null || die "$d differs from composer's extraction"
+    cmp <(listing "$X") <(listing "$d") > /dev/null ||
+        die "types, modes or sizes in $d differ from composer's extraction"
+done
+rm -rf "$X" "$X.3cpio" "$X.bsdtar"
+
 # --- warm the cache, then measure ------------------------------------------------------
 (cd "$kernel_root" && find "$tree" -type f -exec cat {} + > /dev/null)
 cat "$archive" "$out_c" "$out_3" > /dev/null
@@ -168,7 +192,8 @@ cat "$archive" "$out_c" "$out_3" > /dev/null
 C="$composer"; A="$archive"; Z="$out_c"; Z3="$out_3"
 names=("composer inspect" "3cpio -t"
        "composer inspect (zstd image)" "3cpio -t (zstd image)"
-       "composer build (zstd -$level)" "3cpio --create (zstd -$level)")
+       "composer build (zstd -$level)" "3cpio --create (zstd -$level)"
+       "composer extract" "3cpio -x" "bsdtar -x")
 # No intermediate shell (-N): the listings take milliseconds. hyperfine discards the
 # commands' output; 3cpio reads its manifest from stdin, so it runs under sh.
 cmds=("$C inspect $A"
@@ -176,17 +201,24 @@ cmds=("$C inspect $A"
       "$C inspect $Z"
       "3cpio -t $Z"
       "$C build $zmanifest -t 0 --no-sync -o $Z"
-      "sh -c \"3cpio --create $Z3 < $m3\"")
+      "sh -c \"3cpio --create $Z3 < $m3\""
+      "$C extract $A -C $X"
+      "3cpio -x -C $X $A"
+      "bsdtar -xf $A -C $X")
+# composer wants DIR new or empty; the others want it to exist.
+fresh="sh -c \"rm -rf $X && sync\""
+fresh_dir="sh -c \"rm -rf $X && mkdir $X && sync\""
+prepares=(true true true true true true "$fresh" "$fresh_dir" "$fresh_dir")
 md="$work/inspect-results.md"
 csv="$work/inspect-results.csv"
 hf=(hyperfine -N --warmup "$warmup" --runs "$runs" --export-markdown "$md" --export-csv "$csv")
 for i in "${!names[@]}"; do
-    hf+=(-n "${names[$i]}" "${cmds[$i]}")
+    hf+=(--prepare "${prepares[$i]}" -n "${names[$i]}" "${cmds[$i]}")
 done
 shown="hyperfine -N --warmup $warmup --runs $runs --export-markdown $md --export-csv $csv"
 for i in "${!names[@]}"; do
     shown+=" \\
-  -n '${names[$i]}' '${cmds[$i]}'"
+  --prepare '${prepares[$i]}' -n '${names[$i]}' '${cmds[$i]}'"
 done
 echo "== $shown" >&2
 "${hf[@]}"
@@ -200,7 +232,7 @@ ratios=$(awk -F, '
     END {
         printf "| Pair | composer mean [s] | 3cpio mean [s] | mean ratio | median ratio | composer CPU [s] | 3cpio CPU [s] | CPU ratio |\n"
         printf "|:---|---:|---:|---:|---:|---:|---:|---:|\n"
-        split("list an uncompressed archive,list a zstd image,create a zstd image", pair, ",")
+        split("list an uncompressed archive,list a zstd image,create a zstd image,extract an uncompressed archive", pair, ",")
         for (i = 2; i < NR; i += 2) {
             printf "| %s | %.3f | %.3f | %.2f | %.2f | %.3f | %.3f | %.2f |\n", pair[i / 2],
                 mean[i], mean[i + 1], mean[i] / mean[i + 1], median[i] / median[i + 1],
@@ -235,4 +267,5 @@ report="$work/inspect-report.md"
     echo "$ratios"
 } > "$report"
 echo
+rm -rf "$X"
 echo "Report for book/src/segments.md: $report"
