@@ -189,7 +189,8 @@ pub struct PlanArgs {
     /// Plan a gen_init_cpio list instead.
     #[arg(long, value_name = "LIST")]
     pub list: Option<PathBuf>,
-    /// Where the archive would go (for `align = "auto"`).
+    /// Where the archive would go, for `align = "auto"` (default: the
+    /// current directory).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// Print JSON instead of a table.
@@ -619,7 +620,22 @@ pub fn run(cli: Cli) -> Result<()> {
                     plan_text(&parsed.entries, &opts, &args)
                 }
                 (Some(m), None) => {
-                    let b = prepare(m, &args.vars, Some(&args.archive), args.output.as_deref())?;
+                    // align = "auto" needs the output's filesystem: without -o,
+                    // plan for the current directory's, and say so.
+                    let here = std::path::Path::new("composer-plan.img");
+                    let out = args.output.as_deref().unwrap_or(here);
+                    let b = prepare(m, &args.vars, Some(&args.archive), Some(out))?;
+                    if args.output.is_none()
+                        && args.archive.align.is_none()
+                        && b.lowered.align == crate::manifest::DefaultAlign::Auto
+                    {
+                        eprintln!(
+                            "composer: note: align = \"auto\" is the block size of the \
+                             output's filesystem; planned for the current directory's \
+                             ({} bytes); pass -o OUT to plan for another place",
+                            b.opts.align
+                        );
+                    }
                     if b.segments.is_plain() {
                         plan_text(&b.lowered.entries, &b.opts, &args)
                     } else {

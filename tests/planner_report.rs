@@ -105,3 +105,50 @@ fn an_impossible_alignment_is_explained() {
         assert_eq!(&bytes[at..at + want.len()], &want[..], "{}", r["name"]);
     }
 }
+
+/// `align = "auto"` without `-o`: the plan is for the current directory's filesystem,
+/// and says so; with `-o` it is for the output's, silently.
+#[test]
+fn auto_alignment_without_an_output_plans_for_here() {
+    let dir = Scratch::new("planner_auto");
+    fs::write(dir.join("big"), vec![3u8; 100_000]).unwrap();
+    let m = dir.join("m.toml");
+    fs::write(
+        &m,
+        format!(
+            "[defaults]\nalign = \"auto\"\n[[file]]\nsrc = {:?}\ndst = \"/big\"\n",
+            dir.join("big").display().to_string()
+        ),
+    )
+    .unwrap();
+    let block = rustix::fs::statvfs(&*dir).unwrap().f_bsize;
+    let plan = |out: Option<&std::path::Path>| {
+        let mut cmd = support::composer();
+        cmd.current_dir(&*dir).args(["plan", "--json"]).arg(&m);
+        if let Some(o) = out {
+            cmd.arg("-o").arg(o);
+        }
+        let out = support::run_ok(&mut cmd);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, String::from_utf8(out.stderr).unwrap())
+    };
+    let (here, note) = plan(None);
+    assert_eq!(here["summary"]["eligible"], 1, "{here}");
+    assert_eq!(here["summary"]["aligned"], 1, "{here}");
+    let big = here["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "big")
+        .unwrap();
+    assert_eq!(big["data_offset"].as_u64().unwrap() % block, 0, "{big}");
+    assert!(
+        note.contains(&format!(
+            "planned for the current directory's ({block} bytes)"
+        )),
+        "{note}"
+    );
+    let (there, quiet) = plan(Some(&dir.join("out.img")));
+    assert_eq!(there["records"], here["records"]);
+    assert!(quiet.is_empty(), "{quiet}");
+}

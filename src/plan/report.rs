@@ -164,7 +164,10 @@ pub fn summary_text(s: &Summary) -> String {
         // does not compare.
         "which assumes every file aligned".to_string()
     } else {
-        format!("{} above it", s.padding_bytes.saturating_sub(s.padding_lower_bound))
+        format!(
+            "{} above it",
+            s.padding_bytes.saturating_sub(s.padding_lower_bound)
+        )
     };
     let _ = writeln!(
         out,
