@@ -73,23 +73,6 @@ struct Image {
     sources: Vec<(String, Vec<u8>)>,
 }
 
-/// A TOML basic string.
-fn toml_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Writes the payload, /init and a manifest for `mode` into `dir`; returns the manifest.
 fn write_image(dir: &Path, busybox: &Path, mode: &str) -> (std::path::PathBuf, Image) {
     let mut image = Image {
@@ -110,8 +93,8 @@ fn write_image(dir: &Path, busybox: &Path, mode: &str) -> (std::path::PathBuf, I
          [[dir]]\npath = \"/proc\"\nmode = \"0555\"\n\n\
          [[dir]]\npath = \"/dev\"\n\n\
          [[node]]\npath = \"/dev/console\"\ntype = \"char\"\nmajor = 5\nminor = 1\nmode = \"0600\"\n",
-        toml_str(mode),
-        toml_str(busybox.to_str().unwrap()),
+        support::toml_str(mode),
+        support::toml_str(busybox.to_str().unwrap()),
     );
     fs::create_dir_all(dir.join("payload")).unwrap();
     for (i, (path, size)) in payload().into_iter().enumerate() {
@@ -121,8 +104,8 @@ fn write_image(dir: &Path, busybox: &Path, mode: &str) -> (std::path::PathBuf, I
         let _ = write!(
             manifest,
             "\n[[file]]\nsrc = {}\ndst = {}\nmode = \"0644\"\n",
-            toml_str(&src),
-            toml_str(&path)
+            support::toml_str(&src),
+            support::toml_str(&path)
         );
         image.files.push((path.clone(), md5_hex(&data), size));
         image.sources.push((path, data));

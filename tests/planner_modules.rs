@@ -41,23 +41,6 @@ const S_IFLNK: u32 = 0o120000;
 // The input: a manifest over the module tree
 // ---------------------------------------------------------------------------------------
 
-/// A TOML basic string.
-fn toml_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Writes a manifest taking `lib/modules/<version>` of the unpacked package (through
 /// `root` and an absolute `src`). `settings` are extra `[defaults]`/`[image]` lines.
 fn write_manifest(dir: &Path, kernel: &DebianKernel, name: &str, settings: &str) -> PathBuf {
@@ -66,9 +49,9 @@ fn write_manifest(dir: &Path, kernel: &DebianKernel, name: &str, settings: &str)
     let text = format!(
         "# The module tree of Debian's linux-image package.\nroot = {}\n{settings}\n\
          [[tree]]\nsrc = {}\ndst = {}\n",
-        toml_str(root),
-        toml_str(&tree),
-        toml_str(&tree),
+        support::toml_str(root),
+        support::toml_str(&tree),
+        support::toml_str(&tree),
     );
     let path = dir.join(name);
     fs::write(&path, text).unwrap();

@@ -57,6 +57,37 @@ impl LoopMount {
         }
     }
 
+    /// A fresh `fs_type` filesystem of `bytes` (sparse), made with `mkfs` and
+    /// loop-mounted; `None` (after a skip) when the kernel cannot mount it.
+    fn create(name: &str, fs_type: &str, mkfs: &Path, bytes: u64) -> Option<LoopMount> {
+        let mut m = LoopMount::new(name);
+        fs::File::create(&m.image)
+            .and_then(|f| f.set_len(bytes))
+            .unwrap();
+        let mut cmd = Command::new(mkfs);
+        match fs_type {
+            "xfs" => cmd.args(["-q", "-f", "-m", "reflink=1"]),
+            _ => cmd.args(["-q", "-f"]),
+        };
+        support::run_ok(cmd.arg(&m.image));
+        fs::create_dir(&m.mnt).unwrap();
+        let mount = support::run(
+            Command::new("mount")
+                .args(["-t", fs_type, "-o", "loop"])
+                .arg(&m.image)
+                .arg(&m.mnt),
+        );
+        if !mount.status.success() {
+            support::skip(&format!(
+                "cannot loop-mount {fs_type}: {}",
+                String::from_utf8_lossy(&mount.stderr).trim()
+            ));
+            return None;
+        }
+        m.mounted = true;
+        Some(m)
+    }
+
     fn detach_loops(&self) {
         let Some(losetup) = support::find_tool("losetup") else {
             return;
@@ -182,16 +213,21 @@ struct PlanSummary {
     archive_bytes: u64,
 }
 
-fn reflink_on(fs_type: &str) {
+/// Root, the filesystem's mkfs and filefrag; `None` (after a skip) without them.
+fn tools(fs_type: &str) -> Option<(PathBuf, PathBuf)> {
     if !support::require_root() {
-        return;
+        return None;
     }
     let mkfs = match fs_type {
         "xfs" => support::require_tool("mkfs.xfs", "xfsprogs"),
         _ => support::require_tool("mkfs.btrfs", "btrfs-progs"),
-    };
-    let Some(mkfs) = mkfs else { return };
-    let Some(filefrag) = support::require_tool("filefrag", "e2fsprogs") else {
+    }?;
+    let filefrag = support::require_tool("filefrag", "e2fsprogs")?;
+    Some((mkfs, filefrag))
+}
+
+fn reflink_on(fs_type: &str) {
+    let Some((mkfs, filefrag)) = tools(fs_type) else {
         return;
     };
     let Some(kernel) = support::debian_kernel() else {
@@ -201,31 +237,14 @@ fn reflink_on(fs_type: &str) {
 }
 
 fn run(fs_type: &str, mkfs: &Path, filefrag: &Path, kernel: &DebianKernel) {
-    let mut m = LoopMount::new(&format!("planner_reflink_{fs_type}"));
-    fs::File::create(&m.image)
-        .and_then(|f| f.set_len(IMAGE_BYTES))
-        .unwrap();
-    let mut cmd = Command::new(mkfs);
-    match fs_type {
-        "xfs" => cmd.args(["-q", "-f", "-m", "reflink=1"]),
-        _ => cmd.args(["-q", "-f"]),
-    };
-    support::run_ok(cmd.arg(&m.image));
-    fs::create_dir(&m.mnt).unwrap();
-    let mount = support::run(
-        Command::new("mount")
-            .args(["-t", fs_type, "-o", "loop"])
-            .arg(&m.image)
-            .arg(&m.mnt),
-    );
-    if !mount.status.success() {
-        support::skip(&format!(
-            "cannot loop-mount {fs_type}: {}",
-            String::from_utf8_lossy(&mount.stderr).trim()
-        ));
+    let Some(m) = LoopMount::create(
+        &format!("planner_reflink_{fs_type}"),
+        fs_type,
+        mkfs,
+        IMAGE_BYTES,
+    ) else {
         return;
-    }
-    m.mounted = true;
+    };
 
     // The sources, on the filesystem under test.
     let src_root = m.mnt.join("src");
@@ -333,8 +352,8 @@ fn build_and_measure(
         format!(
             "root = {}\n[defaults]\nalign = {align}\n[image]\nalign_mode = \"readers\"\n\
              [[tree]]\nsrc = {}\n",
-            toml_str(src_root.to_str().unwrap()),
-            toml_str(module_dir)
+            support::toml_str(src_root.to_str().unwrap()),
+            support::toml_str(module_dir)
         ),
     )
     .unwrap();
@@ -467,58 +486,23 @@ fn collect_files(dir: &Path, name: &str, out: &mut BTreeMap<String, PathBuf>) {
     }
 }
 
-/// A TOML basic string.
-fn toml_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Why no cpio writer can share a file's last, partial block: the kernel refuses to
 /// clone a partial end-of-file block into the middle of a file (copy_file_range stops
 /// at the last whole block), and one cloned at the end of the archive is unshared as
 /// soon as the next header is written after it. If a kernel ever lifts this, the test
 /// fails and the planner should keep tails shareable.
 fn partial_tail_limit_on(fs_type: &str) {
-    if !support::require_root() {
-        return;
-    }
-    let mkfs = match fs_type {
-        "xfs" => support::require_tool("mkfs.xfs", "xfsprogs"),
-        _ => support::require_tool("mkfs.btrfs", "btrfs-progs"),
-    };
-    let Some(mkfs) = mkfs else { return };
-    let Some(filefrag) = support::require_tool("filefrag", "e2fsprogs") else {
+    let Some((mkfs, filefrag)) = tools(fs_type) else {
         return;
     };
-    let mut m = LoopMount::new(&format!("planner_reflink_tail_{fs_type}"));
-    fs::File::create(&m.image)
-        .and_then(|f| f.set_len(512 * 1024 * 1024))
-        .unwrap();
-    let mut cmd = Command::new(mkfs);
-    match fs_type {
-        "xfs" => cmd.args(["-q", "-f", "-m", "reflink=1"]),
-        _ => cmd.args(["-q", "-f"]),
+    let Some(m) = LoopMount::create(
+        &format!("planner_reflink_tail_{fs_type}"),
+        fs_type,
+        &mkfs,
+        512 * 1024 * 1024,
+    ) else {
+        return;
     };
-    support::run_ok(cmd.arg(&m.image));
-    fs::create_dir(&m.mnt).unwrap();
-    support::run_ok(
-        Command::new("mount")
-            .args(["-t", fs_type, "-o", "loop"])
-            .arg(&m.image)
-            .arg(&m.mnt),
-    );
-    m.mounted = true;
 
     const SIZE: u64 = 10_000; // two whole 4 KiB blocks and a partial one
     let data: Vec<u8> = (0..SIZE).map(|i| (i * 7 % 251) as u8).collect();

@@ -116,8 +116,8 @@ fn auto_alignment_without_an_output_plans_for_here() {
     fs::write(
         &m,
         format!(
-            "[defaults]\nalign = \"auto\"\n[[file]]\nsrc = {:?}\ndst = \"/big\"\n",
-            dir.join("big").display().to_string()
+            "[defaults]\nalign = \"auto\"\n[[file]]\nsrc = {}\ndst = \"/big\"\n",
+            support::toml_str(dir.join("big").to_str().unwrap())
         ),
     )
     .unwrap();

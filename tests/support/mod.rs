@@ -99,6 +99,12 @@ pub fn is_root() -> bool {
 // Running things
 // ---------------------------------------------------------------------------------------
 
+/// `s` as a TOML string (quoted and escaped as TOML needs), for manifests the
+/// tests write.
+pub fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
 /// A `Command` for the `composer` binary built for this test run.
 pub fn composer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_composer"))
