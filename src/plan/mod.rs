@@ -384,28 +384,31 @@ pub fn layout_in_order<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'
     assemble(placed, opts.crc, warnings)
 }
 
+/// A file entry of `size` bytes (source `/x`, mtime 5) for the planner's
+/// unit tests.
+#[cfg(test)]
+pub(crate) fn test_file(name: &str, size: u64) -> Entry {
+    let source = Source {
+        path: std::path::PathBuf::from("/x"),
+        size,
+        mtime: 5,
+    };
+    Entry::new(
+        name.as_bytes().to_vec(),
+        Kind::File {
+            source,
+            links: vec![],
+        },
+        0o644,
+        crate::entry::Origin::default(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_file as file;
     use super::*;
     use crate::entry::Origin;
-    use std::path::PathBuf;
-
-    fn file(name: &str, size: u64) -> Entry {
-        let source = Source {
-            path: PathBuf::from("/x"),
-            size,
-            mtime: 5,
-        };
-        Entry::new(
-            name.as_bytes().to_vec(),
-            Kind::File {
-                source,
-                links: vec![],
-            },
-            0o644,
-            Origin::default(),
-        )
-    }
 
     fn opts(align: u32) -> PlanOptions {
         PlanOptions {

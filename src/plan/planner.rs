@@ -257,26 +257,8 @@ fn fillers_for(need: &mut u64, slack: u64, align: u64, filler: Option<&Proto>) -
 
 #[cfg(test)]
 mod tests {
-    use super::super::{plan as plan_any, AlignMode, MtimePolicy, PlanOptions};
-    use crate::entry::{Entry, Kind, Origin, Source};
-    use std::path::PathBuf;
-
-    fn file(name: &str, size: u64) -> Entry {
-        let source = Source {
-            path: PathBuf::from("/x"),
-            size,
-            mtime: 5,
-        };
-        Entry::new(
-            name.as_bytes().to_vec(),
-            Kind::File {
-                source,
-                links: vec![],
-            },
-            0o644,
-            Origin::default(),
-        )
-    }
+    use super::super::{plan as plan_any, test_file as file, AlignMode, MtimePolicy, PlanOptions};
+    use crate::entry::{Entry, Kind, Origin};
 
     fn dir(name: &str) -> Entry {
         Entry::new(
