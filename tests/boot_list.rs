@@ -159,25 +159,13 @@ $bb poweroff -f
 
 /// Boots `initrd` and asserts that /init reported success; prints the console otherwise.
 fn boot_and_check(what: &str, kernel: &DebianKernel, initrd: &Path) {
-    let opts = support::BootOptions {
-        timeout: Duration::from_secs(180),
-        ..Default::default()
-    };
-    let result = support::qemu_boot_with(kernel, initrd, &opts);
-    let console = &result.console;
-    // Shown only with --nocapture or on failure (the test harness captures it).
-    eprintln!(
-        "{what}: qemu ran {:.1} s\n{console}",
-        result.elapsed.as_secs_f64()
-    );
-    let ok = console.lines().any(|l| l.trim() == MARKER_OK)
-        && !console.contains(MARKER_FAIL)
-        && !console.contains("Initramfs unpacking failed");
-    assert!(
-        ok,
-        "{what}: the guest did not report {MARKER_OK}{}\n===== console =====\n{console}\n===== end =====",
-        if result.timed_out { " (qemu timed out)" } else { "" }
-    );
+    let result = support::qemu_boot_logged(what, kernel, initrd, Duration::from_secs(180));
+    if let Err(e) = result.reported(MARKER_OK, MARKER_FAIL) {
+        panic!(
+            "{what}: {e}\n===== console =====\n{}\n===== end =====",
+            result.console
+        );
+    }
 }
 
 #[test]

@@ -201,25 +201,14 @@ fn check_on_host(mode: &str, manifest: &Path, archive: &Path, image: &Image) -> 
 }
 
 fn boot_and_check(mode: &str, kernel: &DebianKernel, initrd: &Path, files: usize) {
-    let opts = support::BootOptions {
-        timeout: Duration::from_secs(180),
-        ..Default::default()
-    };
-    let result = support::qemu_boot_with(kernel, initrd, &opts);
-    let console = &result.console;
-    eprintln!(
-        "{mode}: qemu ran {:.1} s\n{console}",
-        result.elapsed.as_secs_f64()
-    );
+    let result = support::qemu_boot_logged(mode, kernel, initrd, Duration::from_secs(180));
     let want = format!("{MARKER_OK} {mode} {files} files");
-    let ok = console.lines().any(|l| l.trim() == want)
-        && !console.contains(MARKER_FAIL)
-        && !console.contains("Initramfs unpacking failed");
-    assert!(
-        ok,
-        "{mode}: the guest did not print `{want}`{}\n===== console =====\n{console}\n===== end =====",
-        if result.timed_out { " (qemu timed out)" } else { "" }
-    );
+    if let Err(e) = result.reported(&want, MARKER_FAIL) {
+        panic!(
+            "{mode}: {e}\n===== console =====\n{}\n===== end =====",
+            result.console
+        );
+    }
 }
 
 fn boot_mode(mode: &str) {

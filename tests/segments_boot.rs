@@ -239,30 +239,12 @@ fn build(dir: &Path, method: &str) -> PathBuf {
 }
 
 fn boot(kernel: &DebianKernel, method: &str, img: &Path, files: usize) -> Result<(), String> {
-    let opts = support::BootOptions {
-        timeout: Duration::from_secs(120),
-        ..Default::default()
-    };
-    let result = support::qemu_boot_with(kernel, img, &opts);
+    let result = support::qemu_boot_logged(method, kernel, img, Duration::from_secs(120));
     let console = &result.console;
-    eprintln!(
-        "{method}: qemu ran {:.1} s\n{console}",
-        result.elapsed.as_secs_f64()
-    );
     let want = format!("{MARKER_OK} {method} {files} files");
-    let ok = console.lines().any(|l| l.trim() == want)
-        && !console.contains(MARKER_FAIL)
-        && !console.contains("Initramfs unpacking failed");
-    if !ok {
-        return Err(format!(
-            "{method}: the guest did not print `{want}`{}",
-            if result.timed_out {
-                " (qemu timed out)"
-            } else {
-                ""
-            }
-        ));
-    }
+    result
+        .reported(&want, MARKER_FAIL)
+        .map_err(|e| format!("{method}: {e}"))?;
     // The early ACPI loader scans the uncompressed archives at the start of the image
     // long before the initramfs is unpacked; it found the table (and refused it).
     let early = "ACPI OVERRIDE: Table smaller than ACPI header [kernel/firmware/acpi/test.aml]";

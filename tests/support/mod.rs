@@ -626,6 +626,47 @@ pub struct BootResult {
     pub elapsed: Duration,
 }
 
+impl BootResult {
+    /// Ok when the console has `line` as a whole line, no `fail` marker, and no
+    /// sign that the kernel failed to unpack the initramfs; else what is missing.
+    pub fn reported(&self, line: &str, fail: &str) -> Result<(), String> {
+        let c = &self.console;
+        if c.lines().any(|l| l.trim() == line)
+            && !c.contains(fail)
+            && !c.contains("Initramfs unpacking failed")
+        {
+            return Ok(());
+        }
+        let timed_out = if self.timed_out {
+            " (qemu timed out)"
+        } else {
+            ""
+        };
+        Err(format!("the guest did not print `{line}`{timed_out}"))
+    }
+}
+
+/// Boots `initrd` with a `timeout` and prints the console (shown with --nocapture or
+/// when the test fails: the harness captures it), labelled `what`.
+pub fn qemu_boot_logged(
+    what: &str,
+    kernel: &DebianKernel,
+    initrd: &Path,
+    timeout: Duration,
+) -> BootResult {
+    let opts = BootOptions {
+        timeout,
+        ..Default::default()
+    };
+    let result = qemu_boot_with(kernel, initrd, &opts);
+    eprintln!(
+        "{what}: qemu ran {:.1} s\n{}",
+        result.elapsed.as_secs_f64(),
+        result.console
+    );
+    result
+}
+
 /// Boots `kernel` with `initrd` under qemu (TCG), returns the console text. The guest's
 /// /init should end with `poweroff -f` (a kernel panic also ends qemu: `panic=-1` with
 /// `-no-reboot`). qemu is killed after `timeout`.
