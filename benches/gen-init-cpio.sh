@@ -54,8 +54,9 @@ if [ "$runs" -lt 10 ]; then
     exit 2
 fi
 
-die() { echo "gen-init-cpio.sh: $*" >&2; exit 1; }
-need() { command -v "$1" >/dev/null || die "$1 not found${2:+ ($2)}"; }
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$repo/benches/lib.sh"
 need cargo
 need cc "Debian package gcc"
 need tar
@@ -63,17 +64,12 @@ need xz "Debian package xz-utils"
 need hyperfine "Debian package hyperfine"
 need 3cpio "cargo install threecpio --locked"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 export LC_ALL=C
 
 # --- composer, release build -----------------------------------------------------------
-echo "== cargo build --release" >&2
-(cd "$repo" && cargo build --release --quiet --bin composer)
-target_dir="${CARGO_TARGET_DIR:-$repo/target}"
-composer="$target_dir/release/composer"
-[ -x "$composer" ] || die "$composer was not built"
+build_composer
 
 # --- the kernel's gen_init_cpio 6.12 ---------------------------------------------------
 linux_src=/usr/src/linux-source-6.12.tar.xz
@@ -86,29 +82,7 @@ if [ ! -x "$gen" ]; then
 fi
 
 # --- Debian's module tree --------------------------------------------------------------
-if [ -z "$kernel_root" ]; then
-    for d in "$target_dir"/test-assets/debian-kernel-*/; do
-        [ -d "${d}lib/modules" ] && kernel_root="${d%/}"
-    done
-fi
-if [ -z "$kernel_root" ]; then
-    kernel_root="$work/kernel"
-    if [ ! -d "$kernel_root/lib/modules" ]; then
-        need apt-get; need apt-cache; need dpkg
-        pkg="$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: <\{0,1\}\(linux-image-[^>]*\)>\{0,1\}$/\1/p' | head -n 1)"
-        [ -n "$pkg" ] || die "apt-cache depends linux-image-amd64 names no package (apt-get update?)"
-        echo "== downloading $pkg" >&2
-        rm -rf "$work/dl" "$kernel_root.tmp"
-        mkdir -p "$work/dl"
-        (cd "$work/dl" && apt-get download -q "$pkg")
-        dpkg -x "$work"/dl/*.deb "$kernel_root.tmp"
-        mv "$kernel_root.tmp" "$kernel_root"
-        rm -rf "$work/dl"
-    fi
-fi
-kver="$(ls "$kernel_root/lib/modules" | head -n 1)"
-[ -n "$kver" ] || die "no lib/modules/<version> in $kernel_root"
-tree="lib/modules/$kver"
+module_tree
 
 # --- the list and the manifest ---------------------------------------------------------
 list="$work/modules.list"

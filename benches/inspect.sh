@@ -66,52 +66,25 @@ case "$level" in
     *) echo "--level must be 1 to 19" >&2; exit 2 ;;
 esac
 
-die() { echo "inspect.sh: $*" >&2; exit 1; }
-need() { command -v "$1" >/dev/null || die "$1 not found${2:+ ($2)}"; }
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$repo/benches/lib.sh"
 need cargo
 need hyperfine "Debian package hyperfine"
 need zstd "Debian package zstd"
 need 3cpio "cargo install threecpio --locked"
 need bsdtar "Debian package libarchive-tools"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 export LC_ALL=C
 unset SOURCE_DATE_EPOCH
 
 # --- composer, release build -----------------------------------------------------------
-echo "== cargo build --release" >&2
-(cd "$repo" && cargo build --release --quiet --bin composer)
-target_dir="${CARGO_TARGET_DIR:-$repo/target}"
-composer="$target_dir/release/composer"
-[ -x "$composer" ] || die "$composer was not built"
+build_composer
 
 # --- Debian's module tree --------------------------------------------------------------
-if [ -z "$kernel_root" ]; then
-    for d in "$target_dir"/test-assets/debian-kernel-*/; do
-        [ -d "${d}lib/modules" ] && kernel_root="${d%/}"
-    done
-fi
-if [ -z "$kernel_root" ]; then
-    kernel_root="$work/kernel"
-    if [ ! -d "$kernel_root/lib/modules" ]; then
-        need apt-get; need apt-cache; need dpkg
-        pkg="$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: <\{0,1\}\(linux-image-[^>]*\)>\{0,1\}$/\1/p' | head -n 1)"
-        [ -n "$pkg" ] || die "apt-cache depends linux-image-amd64 names no package (apt-get update?)"
-        echo "== downloading $pkg" >&2
-        rm -rf "$work/dl" "$kernel_root.tmp"
-        mkdir -p "$work/dl"
-        (cd "$work/dl" && apt-get download -q "$pkg")
-        dpkg -x "$work"/dl/*.deb "$kernel_root.tmp"
-        mv "$kernel_root.tmp" "$kernel_root"
-        rm -rf "$work/dl"
-    fi
-fi
-kernel_root="$(cd "$kernel_root" && pwd)"
-kver="$(ls "$kernel_root/lib/modules" | head -n 1)"
-[ -n "$kver" ] || die "no lib/modules/<version> in $kernel_root"
-tree="lib/modules/$kver"
+module_tree
 
 # --- manifests -------------------------------------------------------------------------
 plain="$work/modules-plain.toml"
