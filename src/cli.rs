@@ -446,24 +446,15 @@ fn segments_line(b: &pipeline::ManifestBuild) -> String {
 
 /// `name (compression, N entries)` for every segment the image will have.
 fn segment_names(segs: &crate::segment::Segments, entries: &[crate::entry::Entry]) -> Vec<String> {
-    let opts = PlanOptions {
-        crc: false,
-        align: 0,
-        mtime: MtimePolicy {
-            fixed: Some(0),
-            now: 0,
-        },
-        mode: AlignMode::GenInitCpio,
-    };
-    crate::segment::parts(segs, entries, &opts)
+    segs.present(entries)
         .iter()
-        .map(|p| {
-            let spec = &segs.specs[p.spec];
+        .map(|(k, list)| {
+            let spec = &segs.specs[*k];
             format!(
                 "{} ({}, {} entries)",
                 spec.name,
                 spec.compression.name(),
-                p.entries.len()
+                list.len()
             )
         })
         .collect()
@@ -494,7 +485,7 @@ fn segments_plan_text(b: &pipeline::ManifestBuild, args: &PlanArgs) -> String {
         .iter()
         .map(|p| SegmentView {
             name: &b.segments.specs[p.part.spec].name,
-            compression: b.segments.specs[p.part.spec].compression.name(),
+            compression: b.segments.specs[p.part.spec].compression,
             start: p.start,
             start_align: p.part.start_align,
             layout: &p.layout,

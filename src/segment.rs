@@ -168,6 +168,16 @@ impl Segments {
             .collect()
     }
 
+    /// The segments the image will have, with their entries: those that
+    /// have entries, and the main one always (see [`Segments::split`]).
+    pub fn present(&self, entries: &[Entry]) -> Vec<(usize, Vec<Entry>)> {
+        self.split(entries)
+            .into_iter()
+            .enumerate()
+            .filter(|(k, list)| *k == self.main || !list.is_empty())
+            .collect()
+    }
+
     /// The entries of each segment, in the order of `entries` (the early
     /// segment's own files first). A segment also gets a copy of every
     /// directory entry its entries are under.
@@ -907,10 +917,8 @@ pub struct Part {
 /// entries, and the main one always. `composer plan` and `composer build`
 /// both start from here, so the plan is what the build writes.
 pub fn parts(segs: &Segments, entries: &[Entry], opts: &PlanOptions) -> Vec<Part> {
-    segs.split(entries)
+    segs.present(entries)
         .into_iter()
-        .enumerate()
-        .filter(|(k, list)| *k == segs.main || !list.is_empty())
         .map(|(k, list)| {
             if segs.specs[k].compression == Compression::None {
                 Part {

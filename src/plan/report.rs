@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::{Alignment, Layout, Record};
+use crate::compress::Compression;
 use crate::cpio::header::{pad_to, HEADER_LEN};
 use crate::entry::{display_name, Entry};
 
@@ -242,7 +243,7 @@ pub fn render_json(layout: &Layout, summary: &Summary) -> String {
 /// One segment of an image's plan.
 pub struct SegmentView<'a> {
     pub name: &'a str,
-    pub compression: &'static str,
+    pub compression: Compression,
     /// Where the segment starts in the image; None when a compressed
     /// segment comes before it (its size is known only once written).
     pub start: Option<u64>,
@@ -273,8 +274,8 @@ pub fn total(views: &[SegmentView]) -> Summary {
 
 fn where_text(v: &SegmentView) -> String {
     match (v.compression, v.start) {
-        ("none", Some(s)) => format!("starts at {s}"),
-        ("none", None) => format!(
+        (Compression::None, Some(s)) => format!("starts at {s}"),
+        (Compression::None, None) => format!(
             "starts after a compressed segment, at a multiple of {}; offsets are from its start",
             v.start_align
         ),
@@ -296,7 +297,7 @@ pub fn render_segments_text(views: &[SegmentView], totals_only: bool) -> String 
             where_text(v)
         );
         if !totals_only {
-            let base = if v.compression == "none" {
+            let base = if v.compression == Compression::None {
                 v.start.unwrap_or(0)
             } else {
                 0
@@ -343,7 +344,7 @@ pub fn render_segments_json(views: &[SegmentView]) -> String {
             .iter()
             .map(|v| JsonSegment {
                 name: v.name.to_string(),
-                compression: v.compression,
+                compression: v.compression.name(),
                 start: v.start,
                 start_align: v.start_align,
                 records: json_records(v.layout),
