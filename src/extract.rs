@@ -491,21 +491,14 @@ impl Runner<'_> {
                 if !data.is_empty() {
                     self.write_file(&dir, name, a, data, false)?;
                 } else {
-                    rustix::fs::chmodat(
-                        &dir,
-                        os(name),
-                        Mode::from_raw_mode(a.mode),
-                        AtFlags::empty(),
-                    )
-                    .map_err(|e| self.fail(&a.path, "set the mode of", e))?;
+                    self.mode(&dir, name, a)?;
                 }
             }
             Op::Symlink(target) => {
                 rustix::fs::symlinkat(os(target), &dir, os(name))
                     .map_err(|e| self.fail(&a.path, "create the symlink", e))?;
                 self.owner(&dir, name, a)?;
-                rustix::fs::utimensat(&dir, os(name), &stamp(a.mtime), AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(|e| self.fail(&a.path, "set the mtime of", e))?;
+                self.mtime(&dir, name, a)?;
             }
             Op::Node { kind, rdev } => {
                 let ft = rustix::fs::FileType::from_raw_mode(*kind);
@@ -513,18 +506,23 @@ impl Runner<'_> {
                 rustix::fs::mknodat(&dir, os(name), ft, Mode::from_raw_mode(0o600), dev)
                     .map_err(|e| self.fail(&a.path, "create the node", e))?;
                 self.owner(&dir, name, a)?;
-                rustix::fs::chmodat(
-                    &dir,
-                    os(name),
-                    Mode::from_raw_mode(a.mode),
-                    AtFlags::empty(),
-                )
-                .map_err(|e| self.fail(&a.path, "set the mode of", e))?;
-                rustix::fs::utimensat(&dir, os(name), &stamp(a.mtime), AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(|e| self.fail(&a.path, "set the mtime of", e))?;
+                self.mode(&dir, name, a)?;
+                self.mtime(&dir, name, a)?;
             }
         }
         Ok(())
+    }
+
+    /// Applies the entry's mode to `name` in `dir`.
+    fn mode(&self, dir: &OwnedFd, name: &[u8], a: &Action) -> Result<()> {
+        rustix::fs::chmodat(dir, os(name), Mode::from_raw_mode(a.mode), AtFlags::empty())
+            .map_err(|e| self.fail(&a.path, "set the mode of", e))
+    }
+
+    /// Applies the entry's mtime to `name` in `dir` (not following a symlink).
+    fn mtime(&self, dir: &OwnedFd, name: &[u8], a: &Action) -> Result<()> {
+        rustix::fs::utimensat(dir, os(name), &stamp(a.mtime), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| self.fail(&a.path, "set the mtime of", e))
     }
 
     /// Final modes and mtimes of directories, deepest (latest) first.
@@ -532,15 +530,8 @@ impl Runner<'_> {
         for a in actions.iter().rev().filter(|a| matches!(a.op, Op::Dir)) {
             let dir = self.parent(&a.path)?;
             let (_, name) = split(&a.path);
-            rustix::fs::chmodat(
-                &dir,
-                os(name),
-                Mode::from_raw_mode(a.mode),
-                AtFlags::empty(),
-            )
-            .map_err(|e| self.fail(&a.path, "set the mode of", e))?;
-            rustix::fs::utimensat(&dir, os(name), &stamp(a.mtime), AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|e| self.fail(&a.path, "set the mtime of", e))?;
+            self.mode(&dir, name, a)?;
+            self.mtime(&dir, name, a)?;
         }
         Ok(())
     }
