@@ -12,7 +12,7 @@
 # Usage: benches/kmod-resolve.sh [KERNEL_ROOT [DEPMOD_BASE]]
 #   KERNEL_ROOT  a `dpkg -x` of Debian's linux-image package
 #   DEPMOD_BASE  a base directory where `depmod -b` ran for that kernel
-# Both default to the test assets `cargo test --test kmod_modprobe` caches
+# Both default to the test assets `cargo test --test integration kmod_modprobe` caches
 # under target/test-assets. Needs hyperfine, kmod (modprobe, depmod).
 # Prints a Markdown table (also written to target/kmod-resolve.md).
 set -euo pipefail
@@ -22,7 +22,7 @@ assets=target/test-assets
 kroot=${1:-$(ls -d "$assets"/debian-kernel-linux-image-* 2>/dev/null | head -n1 || true)}
 base=${2:-$(ls -d "$assets"/depmod-* 2>/dev/null | head -n1 || true)}
 if [ -z "$kroot" ] || [ ! -d "$kroot/lib/modules" ] || [ -z "$base" ] || [ ! -d "$base/lib/modules" ]; then
-    echo "kmod-resolve: no Debian kernel or depmod tree; run 'cargo test --test kmod_modprobe' first" >&2
+    echo "kmod-resolve: no Debian kernel or depmod tree; run 'cargo test --test integration kmod_modprobe' first" >&2
     exit 1
 fi
 kver=$(ls "$kroot/lib/modules" | head -n1)

@@ -6,7 +6,7 @@
 //! (`composer schema`; that the committed file matches it is checked in
 //! manifest_examples.rs).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -6,7 +6,7 @@
 //! A control test boots the same list built by the kernel's own gen_init_cpio, so a
 //! broken harness or guest is told apart from a broken composer.
 
-mod support;
+use crate::support;
 
 use std::fmt::Write as _;
 use std::fs;

@@ -2,7 +2,7 @@
 //! composer resolved for them (no busybox), boots Debian's kernel: bash is
 //! /init and runs the tools.
 
-mod support;
+use crate::support;
 
 use std::fs;
 

@@ -4,7 +4,7 @@
 //! exactly those `ldd` reports (linux-vdso aside, both sides canonicalised),
 //! and the libraries it cannot find must be those ldd reports "not found".
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -9,7 +9,7 @@
 //! directory with a different copy, symlink chains, DT_RPATH inheritance,
 //! DT_RUNPATH non-inheritance, a `#!/usr/bin/env` script and `.note.dlopen`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::fs;

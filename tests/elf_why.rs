@@ -1,7 +1,7 @@
 //! `composer deps` prints what a program needs; `composer why PATH
 //! MANIFEST` shows every chain that brought a library into the image.
 
-mod support;
+use crate::support;
 
 use std::fs;
 

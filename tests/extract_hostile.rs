@@ -4,9 +4,8 @@
 //! kernel would unpack it: modes, mtimes, hardlinks, symlinks, special files; device
 //! nodes only with --devices as root.
 
-#[path = "support/craft.rs"]
-mod craft;
-mod support;
+use crate::craft;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};

@@ -15,10 +15,9 @@
 //!
 //! `COMPOSER_CORPUS_FILTER=<substring>` limits the run to some lists.
 
-mod corpus;
-#[path = "support/newc.rs"]
-mod newc;
-mod support;
+use crate::corpus;
+use crate::newc;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;

@@ -11,15 +11,12 @@
 //! must be byte-identical; where they are not, the test checks the same names are there
 //! and says which files differ.
 //!
-//! `COMPOSER_GOLDEN_RECORD=1 cargo test --test golden` rewrites the file (only when a
+//! `COMPOSER_GOLDEN_RECORD=1 cargo test --test integration golden::` rewrites the file (only when a
 //! change of bytes is intended; say why in the commit).
 
-mod corpus;
-#[path = "support/md5.rs"]
-mod md5;
-#[path = "support/newc.rs"]
-mod newc;
-mod support;
+use crate::corpus;
+use crate::md5;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,9 +1,8 @@
 //! `composer diff A B`: entry by entry, across segments and compressions; exit 0 when
 //! the images unpack to the same tree, non-zero with one line per difference otherwise.
 
-#[path = "support/craft.rs"]
-mod craft;
-mod support;
+use crate::craft;
+use crate::support;
 
 use std::fs;
 

@@ -6,7 +6,7 @@
 //! The expected entries come from the tests' own newc parser (`support::parse_newc`)
 //! run on the uncompressed archive, not from composer.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

@@ -4,7 +4,7 @@
 //! mounts an ext4 virtio disk and prints a marker file from it. And the
 //! metadata is what depmod itself writes for the image's modules.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! composer's in-process depmod against kmod's depmod, on Debian's kernel
 //! package (about 4,000 modules, shipped without any metadata).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -2,7 +2,7 @@
 //! modules for its own virtio devices (matched against Debian's kernel's
 //! aliases) and explains each choice (`composer why`).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! compressed modules (read in process, kept compressed in the image),
 //! firmware lookup with include/exclude patterns and warnings.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! dependencies itself), and also through depmod's indexes and through the
 //! text files alone.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

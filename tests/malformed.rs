@@ -14,7 +14,7 @@
 //! The kernel tool's traps that strict mode refuses (a trailing `# note` on a file line,
 //! an indented `#` line) are accepted with `--compat`, read as gen_init_cpio reads them.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

@@ -9,7 +9,7 @@
 //! count characters, and a quoted value's column is that of its opening
 //! quote.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! drifted from the code; export-list round-trips; SOURCE_DATE_EPOCH builds
 //! are reproducible; the busybox example boots Debian's kernel.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

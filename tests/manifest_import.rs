@@ -1,10 +1,8 @@
 //! `composer import-list` then `composer build` gives the same archive as
 //! building the list directly, for the whole list corpus.
 
-mod corpus;
-#[path = "support/newc.rs"]
-mod newc;
-mod support;
+use crate::corpus;
+use crate::support;
 
 use std::fs;
 

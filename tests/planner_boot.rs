@@ -4,13 +4,11 @@
 //! alignment, and /init (a busybox shell script) checks the md5 and size of every file
 //! against values computed here, then prints a marker the test looks for.
 
-#[path = "support/md5.rs"]
-mod md5;
-mod support;
+use crate::md5;
+use crate::support;
 use md5::md5_hex;
 
-#[path = "support/newc.rs"]
-mod newc;
+use crate::newc;
 
 use std::fmt::Write as _;
 use std::fs;

@@ -14,10 +14,9 @@
 //! - GNU cpio (`cpio -idm`) and bsdtar extract the readers-mode archives to a tree equal
 //!   to the source tree (content and modes; repeated directory entries are fine).
 
-mod support;
+use crate::support;
 
-#[path = "support/newc.rs"]
-mod newc;
+use crate::newc;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;

@@ -21,10 +21,9 @@
 //! Every mount is undone by a guard, also when the test fails: unmount (lazily as a
 //! last resort), detach any loop device left on the image, remove the directory.
 
-mod support;
+use crate::support;
 
-#[path = "support/newc.rs"]
-mod newc;
+use crate::newc;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -3,7 +3,7 @@
 //! misses, and the plan names it, says why and what to do; kernel-only mode aligns it.
 //! `composer build` gives the same reason and writes the layout the plan showed.
 
-mod support;
+use crate::support;
 
 use std::fs;
 

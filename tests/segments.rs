@@ -4,7 +4,7 @@
 //! with composer's own reader (`inspect`, `verify`, `extract`) on images built from fake
 //! roots made here; the boot in Debian's kernel is in segments_boot.rs.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

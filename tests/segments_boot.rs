@@ -7,9 +7,8 @@
 //! and size of every file against values computed here and prints a marker. One boot
 //! per method.
 
-#[path = "support/md5.rs"]
-mod md5;
-mod support;
+use crate::md5;
+use crate::support;
 use md5::md5_hex;
 
 use std::fmt::Write as _;

@@ -6,9 +6,8 @@
 //! verify clean and list every entry; dropped entries are reported with their offset;
 //! rejected archives fail with the kernel's words and the offset.
 
-#[path = "support/craft.rs"]
-mod craft;
-mod support;
+use crate::craft;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

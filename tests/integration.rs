@@ -1,0 +1,41 @@
+//! The integration tests: one binary, one module per topic, shared helpers in
+//! `support` (and the list corpus in `corpus`), as ripgrep lays out its tests.
+//! Run one topic with `cargo test --test integration golden::`.
+
+mod corpus;
+#[path = "support/craft.rs"]
+mod craft;
+#[path = "support/md5.rs"]
+mod md5;
+#[path = "support/newc.rs"]
+mod newc;
+mod support;
+
+mod book_reference;
+mod boot_list;
+mod elf_boot;
+mod elf_ldd;
+mod elf_root;
+mod elf_why;
+mod extract;
+mod extract_hostile;
+mod gen_init_cpio_compat;
+mod golden;
+mod inspect_diff;
+mod inspect_tools;
+mod kmod_boot;
+mod kmod_depmod;
+mod kmod_host;
+mod kmod_manifest;
+mod kmod_modprobe;
+mod malformed;
+mod manifest_errors;
+mod manifest_examples;
+mod manifest_import;
+mod planner_boot;
+mod planner_modules;
+mod planner_reflink;
+mod planner_report;
+mod segments;
+mod segments_boot;
+mod verify_kunit;
