@@ -13,7 +13,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use composer::entry::{Entry, Kind, Origin, Source};
-use composer::plan::{self, AlignMode, MtimePolicy, PlanOptions};
+use composer::path::ImagePath;
+use composer::plan;
+use composer::policy::{AlignMode, MtimePolicy, Policy};
+
+fn name(text: &str) -> ImagePath {
+    ImagePath::normalise(text.as_bytes(), &Origin::default()).expect("a valid name")
+}
 
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -40,14 +46,14 @@ fn main() {
     match kind {
         "dirs" => {
             // Two levels: d/<i / 1000>/<i % 1000>.
-            entries.push(Entry::new(b"d".to_vec(), Kind::Dir, 0o755, origin.clone()));
+            entries.push(Entry::new(name("d"), Kind::Dir, 0o755, origin.clone()));
             for i in 0..n {
                 if i % 1000 == 0 {
-                    let name = format!("d/{:04}", i / 1000).into_bytes();
-                    entries.push(Entry::new(name, Kind::Dir, 0o755, origin.clone()));
+                    let dir = name(&format!("d/{:04}", i / 1000));
+                    entries.push(Entry::new(dir, Kind::Dir, 0o755, origin.clone()));
                 }
-                let name = format!("d/{:04}/{:03}", i / 1000, i % 1000).into_bytes();
-                entries.push(Entry::new(name, Kind::Dir, 0o755, origin.clone()));
+                let leaf = name(&format!("d/{:04}/{:03}", i / 1000, i % 1000));
+                entries.push(Entry::new(leaf, Kind::Dir, 0o755, origin.clone()));
             }
         }
         "files" => {
@@ -58,24 +64,21 @@ fn main() {
                 .filter(|v: &Vec<u64>| !v.is_empty())
                 .expect("files needs a sizes file with one size per line");
             let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-            entries.push(Entry::new(b"m".to_vec(), Kind::Dir, 0o755, origin.clone()));
+            entries.push(Entry::new(name("m"), Kind::Dir, 0o755, origin.clone()));
             for i in 0..n {
                 if i % 200 == 0 {
-                    let name = format!("m/{:05}", i / 200).into_bytes();
-                    entries.push(Entry::new(name, Kind::Dir, 0o755, origin.clone()));
+                    let dir = name(&format!("m/{:05}", i / 200));
+                    entries.push(Entry::new(dir, Kind::Dir, 0o755, origin.clone()));
                 }
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 let size = sizes[(x % sizes.len() as u64) as usize];
-                let source = Source {
-                    path: PathBuf::from("/nonexistent"),
-                    size,
-                    mtime: 0,
-                };
-                let name = format!("m/{:05}/module-{i:07}.ko", i / 200).into_bytes();
+                let mut source = Source::unresolved(PathBuf::from("/nonexistent"));
+                source.size = size;
+                let file = name(&format!("m/{:05}/module-{i:07}.ko", i / 200));
                 entries.push(Entry::new(
-                    name,
+                    file,
                     Kind::File {
                         source,
                         links: vec![],
@@ -87,7 +90,7 @@ fn main() {
         }
         other => panic!("unknown kind {other}: use dirs or files"),
     }
-    let opts = PlanOptions {
+    let policy = Policy {
         crc: false,
         align,
         mtime: MtimePolicy {
@@ -95,9 +98,10 @@ fn main() {
             now: 0,
         },
         mode: AlignMode::Readers,
+        auto_align: false,
     };
     let start = Instant::now();
-    let layout = plan::plan(&entries, &opts);
+    let layout = plan::archive(&entries, &policy);
     let elapsed = start.elapsed();
     let summary = plan::report::summarize(&layout, &entries);
     println!(

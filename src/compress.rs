@@ -17,7 +17,17 @@ use std::io::{self, BufRead, Read, Write};
 use std::rc::Rc;
 
 /// A compression method, as named in manifests and reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     None,
@@ -25,6 +35,8 @@ pub enum Compression {
     Bzip2,
     Lzma,
     Xz,
+    /// Recognised in images, never written.
+    #[schemars(skip)]
     Lzo,
     Lz4,
     Zstd,
@@ -517,19 +529,6 @@ impl Write for CountingWriter<'_> {
     }
 }
 
-fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 /// Legacy lz4: independent 8 MiB blocks, so `threads` blocks at a time are
 /// compressed in parallel and written in order.
 fn encode_lz4_legacy(input: &mut dyn Read, out: &mut dyn Write, threads: usize) -> io::Result<()> {
@@ -538,7 +537,7 @@ fn encode_lz4_legacy(input: &mut dyn Read, out: &mut dyn Write, threads: usize) 
         let mut chunks = Vec::with_capacity(threads);
         for _ in 0..threads {
             let mut buf = vec![0u8; LZ4_LEGACY_BLOCK];
-            let n = read_up_to(input, &mut buf)?;
+            let n = crate::io::read_full(input, &mut buf)?;
             if n == 0 {
                 break;
             }

@@ -4,9 +4,9 @@
 //! `Vec<Entry>` that the planner orders and lays out. Names are raw bytes
 //! without a leading `/`; nothing here assumes UTF-8.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+
+use crate::path::ImagePath;
 
 /// `S_IFMT` type bits, as the newc header stores them.
 pub const S_IFMT: u32 = 0o170000;
@@ -18,36 +18,8 @@ pub const S_IFDIR: u32 = 0o040000;
 pub const S_IFCHR: u32 = 0o020000;
 pub const S_IFIFO: u32 = 0o010000;
 
-/// The longest name field the kernel unpacks: namesize (name + NUL + padding)
-/// must not exceed PATH_MAX.
-pub const PATH_MAX: usize = 4096;
-
-/// Where an entry (or an error) comes from: a file, a 1-based line and column,
-/// and optionally the rule that produced it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Origin {
-    pub file: Arc<str>,
-    pub line: u32,
-    pub column: u32,
-    pub rule: Option<Arc<str>>,
-}
-
-impl Origin {
-    pub fn new(file: Arc<str>, line: u32, column: u32) -> Self {
-        Origin {
-            file,
-            line,
-            column,
-            rule: None,
-        }
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file, self.line, self.column)
-    }
-}
+pub use crate::origin::Origin;
+pub use crate::path::PATH_MAX;
 
 /// A per-entry alignment wish for the data of a regular file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -75,6 +47,10 @@ pub struct Source {
     pub size: u64,
     /// Modification time in seconds since the epoch, from stat.
     pub mtime: i64,
+    /// The file's identity when it was stat'ed (device and inode), so that
+    /// the writer can tell it opened the same file.
+    pub dev: u64,
+    pub ino: u64,
 }
 
 impl Source {
@@ -83,6 +59,20 @@ impl Source {
             path,
             size: 0,
             mtime: 0,
+            dev: 0,
+            ino: 0,
+        }
+    }
+
+    /// The source as `meta` (a stat of `path`) describes it.
+    pub fn from_metadata(path: PathBuf, meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Source {
+            path,
+            size: meta.len(),
+            mtime: meta.mtime(),
+            dev: meta.dev(),
+            ino: meta.ino(),
         }
     }
 }
@@ -93,7 +83,7 @@ pub enum Kind {
     /// gen_init_cpio the data goes on the last name written.
     File {
         source: Source,
-        links: Vec<Vec<u8>>,
+        links: Vec<ImagePath>,
     },
     Dir,
     Symlink {
@@ -145,7 +135,7 @@ impl Kind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Entry {
     /// The archive name, without a leading `/`.
-    pub name: Vec<u8>,
+    pub name: ImagePath,
     pub kind: Kind,
     /// Permission bits as given. Legacy lists may carry extra bits; the
     /// writer ORs the kind's type bits in, as gen_init_cpio does.
@@ -159,7 +149,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn new(name: Vec<u8>, kind: Kind, mode: u32, origin: Origin) -> Self {
+    pub fn new(name: ImagePath, kind: Kind, mode: u32, origin: Origin) -> Self {
         Entry {
             name,
             kind,
@@ -179,20 +169,10 @@ impl Entry {
 
     /// Every name this entry is written under, in archive order.
     pub fn names(&self) -> impl Iterator<Item = &[u8]> {
-        let links: &[Vec<u8>] = match &self.kind {
+        let links: &[ImagePath] = match &self.kind {
             Kind::File { links, .. } => links,
             _ => &[],
         };
-        std::iter::once(self.name.as_slice()).chain(links.iter().map(Vec::as_slice))
+        std::iter::once(self.name.as_bytes()).chain(links.iter().map(ImagePath::as_bytes))
     }
-}
-
-/// Drops one leading `/`, as gen_init_cpio does for every name.
-pub fn strip_leading_slash(name: &[u8]) -> &[u8] {
-    name.strip_prefix(b"/").unwrap_or(name)
-}
-
-/// Renders a byte name for messages: UTF-8 as is, other bytes escaped.
-pub fn display_name(name: &[u8]) -> String {
-    name.escape_ascii().to_string()
 }

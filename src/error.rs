@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::entry::Origin;
+use crate::origin::Origin;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -28,10 +28,11 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
-use crate::cpio::reader::checksum;
+use crate::cpio::checksum;
 use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
 use crate::error::{Error, Result};
-use crate::image::{escape_name, Image};
+use crate::image::Image;
+use crate::path::escape;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ExtractOptions {
@@ -117,7 +118,7 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
         let data = image.data(seg);
         for e in &seg.entries {
             let place = image.place(seg, e.offset);
-            let shown = escape_name(&e.name);
+            let shown = escape(&e.name);
             let mut warn = |m: String| plan.warnings.push(format!("{place}: `{shown}`: {m}"));
             if e.is_trailer() {
                 links.clear();
@@ -186,14 +187,14 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                             format!(
                                 "`{shown}` would be written through `{}`, a symlink the archive \
                                  created",
-                                escape_name(&p)
+                                escape(&p)
                             ),
                         ))
                     }
                     Some(_) => {
                         warn(format!(
                             "`{}` is not a directory; not extracted (the kernel drops it too)",
-                            escape_name(&p)
+                            escape(&p)
                         ));
                         parent_ok = false;
                         break;
@@ -202,7 +203,7 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                         warn(format!(
                             "parent directory `{}` is not in the image before it; not \
                              extracted (the kernel drops it too)",
-                            escape_name(&p)
+                            escape(&p)
                         ));
                         parent_ok = false;
                         break;
@@ -236,7 +237,7 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                                     format!(
                                         "`{shown}` is a hardlink of `{}`, which is no longer \
                                          that file",
-                                        escape_name(&first)
+                                        escape(&first)
                                     ),
                                 ));
                             }
@@ -378,7 +379,7 @@ impl Runner<'_> {
         Error::usage(format!(
             "{}: cannot {what} `{}`: {e}",
             self.dir_name.display(),
-            escape_name(path)
+            escape(path)
         ))
         .with_hint("nothing was extracted")
     }
@@ -618,15 +619,4 @@ pub fn extract(image: &Image, dir: &Path, opts: &ExtractOptions) -> Result<Extra
         created: plan.actions.len(),
         warnings: plan.warnings,
     })
-}
-
-/// `composer extract IMAGE -C DIR`: extracts and prints the warnings.
-pub fn run(image: &Path, dir: &Path, opts: &ExtractOptions) -> Result<()> {
-    let image = Image::open(image)?;
-    let report = extract(&image, dir, opts)?;
-    let mut err = std::io::stderr().lock();
-    for w in &report.warnings {
-        let _ = writeln!(err, "composer: warning: {}: {w}", image.name);
-    }
-    Ok(())
 }

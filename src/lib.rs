@@ -1,23 +1,32 @@
 //! composer: a declarative initramfs composer.
 //!
-//! The pipeline: a list or manifest is read into [`entry::Entry`] values,
-//! [`resolve`] reads what the filesystem says about them, [`plan`] decides
-//! every offset and padding byte, and [`cpio::writer`] writes the archive
-//! through [`output`] (atomically).
+//! The pipeline ([`pipeline`]): a manifest ([`manifest`]) or a
+//! gen_init_cpio list ([`list`]) becomes an [`spec::ImageSpec`] of
+//! [`entry::Entry`] values under a [`policy::Policy`], with what the
+//! filesystem says about them ([`resolve`]); [`plan`] decides every offset
+//! and padding byte; [`write`] writes the image atomically. [`image`] and
+//! [`extract`] read images back. The library returns values and warnings
+//! and never prints: the `composer` binary does.
 
-pub mod cli;
 pub mod compress;
 pub mod cpio;
 pub mod entry;
 pub mod error;
 pub mod extract;
+pub mod glob;
 pub mod image;
-pub mod legacy;
+pub mod io;
+pub mod list;
 pub mod manifest;
-pub mod output;
+pub mod origin;
+pub mod path;
 pub mod pipeline;
 pub mod plan;
+pub mod policy;
 pub mod resolve;
-pub mod segment;
+pub mod spec;
+pub mod suggest;
+pub mod why;
+pub mod write;
 
 pub use error::{Error, Result};

@@ -1,18 +1,56 @@
+//! The `composer` binary: parses the command line, runs the command, and
+//! renders errors (clap's and composer's in one style) with exit codes.
+
+mod commands;
+
+use std::io::Write;
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::Parser;
-use composer::cli::{self, Cli};
+
+use commands::Cli;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli::run(cli) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    match commands::exec(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("composer: error: {err}");
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "composer: error: {err}");
             if let Some(hint) = err.hint() {
-                eprintln!("  hint: {hint}");
+                let _ = writeln!(stderr, "  hint: {hint}");
             }
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A command line clap refused, in composer's words; help and version go
+/// to standard output as clap prints them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let _ = write!(std::io::stderr().lock(), "composer: error: {text}");
+    // A value the library refused (an alignment, an mtime) fails like any
+    // other bad input; a malformed command line is a usage error.
+    if e.kind() == ErrorKind::ValueValidation {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::from(2)
     }
 }

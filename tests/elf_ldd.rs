@@ -40,13 +40,13 @@ fn dynamic_executables(files: &BTreeSet<PathBuf>) -> (Vec<PathBuf>, usize, usize
             other += 1;
             continue;
         };
-        let Ok(hf) = elf::parse::HeadFile::new(file) else {
+        let Ok(hf) = elf::HeadFile::new(file) else {
             other += 1;
             continue;
         };
-        match elf::parse::parse(&hf) {
+        match elf::parse(&hf) {
             Ok(e) if e.interp.is_some() => exes.push(f.clone()),
-            Ok(e) if e.kind == elf::parse::ET_EXEC || e.is_static() => statics += 1,
+            Ok(e) if e.kind == elf::ET_EXEC || e.is_static() => statics += 1,
             // Shared libraries without PT_INTERP are not executables.
             _ => other += 1,
         }

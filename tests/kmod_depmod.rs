@@ -5,7 +5,7 @@ use crate::support;
 
 use std::collections::BTreeSet;
 
-use composer::resolve::kmod::{depmod, ModuleTree, TreeSource};
+use composer::resolve::kmod::{self, ModuleTree, TreeSource};
 use composer::resolve::root::Root;
 
 /// Compares two files, printing the first differing line (text) or offset.
@@ -116,26 +116,26 @@ fn scanned_tree_writes_what_depmod_writes() {
     let builtin = std::fs::read_to_string(dir.join("modules.builtin")).unwrap();
     same_file(
         "modules.builtin.bin",
-        &depmod::builtin_index(&builtin).unwrap().to_bytes(),
+        &kmod::builtin_index(&builtin).unwrap().to_bytes(),
         &read("modules.builtin.bin"),
         &mut problems,
     );
     same_file(
         "modules.builtin.bin (written directly)",
-        &depmod::builtin_index_bytes(&builtin).unwrap(),
+        &kmod::builtin_index_bytes(&builtin).unwrap(),
         &read("modules.builtin.bin"),
         &mut problems,
     );
     let modinfo = std::fs::read(dir.join("modules.builtin.modinfo")).unwrap();
     same_file(
         "modules.builtin.alias.bin",
-        &depmod::builtin_alias_index(&modinfo).unwrap().to_bytes(),
+        &kmod::builtin_alias_index(&modinfo).unwrap().to_bytes(),
         &read("modules.builtin.alias.bin"),
         &mut problems,
     );
     same_file(
         "modules.builtin.alias.bin (written directly)",
-        &depmod::builtin_alias_index_bytes(&modinfo).unwrap(),
+        &kmod::builtin_alias_index_bytes(&modinfo).unwrap(),
         &read("modules.builtin.alias.bin"),
         &mut problems,
     );

@@ -7,7 +7,7 @@ use crate::support;
 use std::path::Path;
 use std::process::Command;
 
-use composer::resolve::kmod::host;
+use composer::resolve::kmod;
 
 #[test]
 fn host_mode_takes_the_virtio_drivers_and_says_why() {
@@ -21,7 +21,7 @@ fn host_mode_takes_the_virtio_drivers_and_says_why() {
         return;
     };
     let scan =
-        host::scan(Path::new("/sys/devices"), Path::new("/proc/modules")).expect("scan sysfs");
+        kmod::scan_host(Path::new("/sys/devices"), Path::new("/proc/modules")).expect("scan sysfs");
     let virtio: Vec<_> = scan
         .devices
         .iter()

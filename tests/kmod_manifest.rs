@@ -7,8 +7,8 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use composer::resolve::kmod::probe::Step;
 use composer::resolve::kmod::ModuleTree;
+use composer::resolve::kmod::Step;
 use composer::resolve::root::Root;
 
 /// A root holding a few of Debian's modules (compressed as asked) with the

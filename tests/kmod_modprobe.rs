@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use composer::resolve::kmod::probe::Step;
+use composer::resolve::kmod::Step;
 use composer::resolve::kmod::{ModuleTree, TreeSource};
 use composer::resolve::root::Root;
 

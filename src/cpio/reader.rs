@@ -89,22 +89,13 @@ impl Source for FileSource<'_> {
         if pos < self.start || end > self.start + self.buf.len() {
             let want = (end - pos).max(Self::WINDOW).min(self.len - pos);
             self.buf.resize(want, 0);
-            let mut got = 0;
-            while got < want {
-                match std::os::unix::fs::FileExt::read_at(
-                    self.file,
-                    &mut self.buf[got..],
-                    (pos + got) as u64,
-                ) {
-                    Ok(0) => break,
-                    Ok(k) => got += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        self.error.get_or_insert(e);
-                        break;
-                    }
+            let got = match crate::io::read_full_at(self.file, &mut self.buf, pos as u64) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    0
                 }
-            }
+            };
             self.buf.truncate(got);
             self.start = pos;
         }
@@ -456,7 +447,7 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
         let shown = if name.is_empty() {
             String::new()
         } else {
-            format!("`{}` ", crate::entry::display_name(&name))
+            format!("`{}` ", crate::path::escape(&name))
         };
         let what = if name_start + namesize > len {
             format!(
@@ -477,7 +468,7 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
             kernel: "malformed archive",
             detail: format!(
                 "the name `{}` does not end with a NUL at namesize - 1 ({namesize} bytes)",
-                crate::entry::display_name(&name)
+                crate::path::escape(&name)
             ),
         }));
     }
@@ -507,23 +498,6 @@ pub const FIELD_NAMES: [&str; 13] = [
     "namesize",
     "check",
 ];
-
-/// The 32-bit wrapping sum of `070702` headers.
-pub fn checksum(bytes: &[u8]) -> u32 {
-    // Four lanes keep the loop fast; wrapping addition commutes.
-    let mut lanes = [0u32; 4];
-    let mut chunks = bytes.chunks_exact(4);
-    for c in &mut chunks {
-        for i in 0..4 {
-            lanes[i] = lanes[i].wrapping_add(c[i] as u32);
-        }
-    }
-    let mut sum = lanes.iter().fold(0u32, |a, &b| a.wrapping_add(b));
-    for &b in chunks.remainder() {
-        sum = sum.wrapping_add(b as u32);
-    }
-    sum
-}
 
 #[cfg(test)]
 mod tests {
@@ -603,12 +577,5 @@ mod tests {
         let mut other = entry(b"a", S_IFREG, b"", None);
         other.extend_from_slice(b"\x28\xb5\x2f\xfd");
         assert_eq!(scan(&mut &other[..], 0).stop, Stop::Other(112));
-    }
-
-    #[test]
-    fn checksum_wraps() {
-        assert_eq!(checksum(&[0xff; 7]), 7 * 0xff);
-        let big = vec![0xffu8; 1 << 25];
-        assert_eq!(checksum(&big), 0xffu32.wrapping_mul(1 << 25));
     }
 }

@@ -9,8 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::inspect::{target, type_name};
-use super::{escape_name, Image};
+use super::Image;
 use crate::entry::{S_IFBLK, S_IFCHR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::path::escape;
 
 /// What one path holds after unpacking.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,10 +34,10 @@ pub enum Change {
 impl Change {
     pub fn render(&self) -> String {
         match self {
-            Change::Added { name, kind } => format!("+ {kind:<7} {}", escape_name(name)),
-            Change::Removed { name, kind } => format!("- {kind:<7} {}", escape_name(name)),
+            Change::Added { name, kind } => format!("+ {kind:<7} {}", escape(name)),
+            Change::Removed { name, kind } => format!("- {kind:<7} {}", escape(name)),
             Change::Changed { name, what } => {
-                format!("~ {}: {}", escape_name(name), what.join(", "))
+                format!("~ {}: {}", escape(name), what.join(", "))
             }
         }
     }
@@ -147,11 +148,9 @@ fn compare(x: &State, y: &State, mtimes: bool) -> Vec<String> {
                     ));
                 }
             }
-            S_IFLNK if x.data != y.data => what.push(format!(
-                "target {} -> {}",
-                escape_name(x.data),
-                escape_name(y.data)
-            )),
+            S_IFLNK if x.data != y.data => {
+                what.push(format!("target {} -> {}", escape(x.data), escape(y.data)))
+            }
             S_IFCHR | S_IFBLK if x.rdev != y.rdev => what.push(format!(
                 "device {}:{} -> {}:{}",
                 x.rdev.0, x.rdev.1, y.rdev.0, y.rdev.1
@@ -173,36 +172,6 @@ fn compare(x: &State, y: &State, mtimes: bool) -> Vec<String> {
         what.push(format!("mtime {} -> {}", x.mtime, y.mtime));
     }
     what
-}
-
-/// `composer diff A B`: prints the changes; fails when there is any.
-pub fn run(a: &std::path::Path, b: &std::path::Path, mtimes: bool) -> crate::error::Result<()> {
-    let ia = Image::open(a)?;
-    if let Some(e) = ia.fault_error() {
-        return Err(e);
-    }
-    let ib = Image::open(b)?;
-    if let Some(e) = ib.fault_error() {
-        return Err(e);
-    }
-    let changes = diff(&ia, &ib, mtimes);
-    let mut text = String::new();
-    for c in &changes {
-        text.push_str(&c.render());
-        text.push('\n');
-    }
-    super::print(&text)?;
-    if changes.is_empty() {
-        Ok(())
-    } else {
-        Err(crate::error::Error::usage(format!(
-            "{} and {} differ in {} entr{}",
-            ia.name,
-            ib.name,
-            changes.len(),
-            if changes.len() == 1 { "y" } else { "ies" }
-        )))
-    }
 }
 
 #[cfg(test)]

@@ -8,11 +8,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{escape_name, Image, Segment};
+use super::{Image, Segment};
 use crate::compress::Compression;
 use crate::cpio::reader::{RawEntry, Skip};
 use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
 use crate::error::Result;
+use crate::path::escape;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InspectOptions {
@@ -59,7 +60,7 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
         if opts.long {
             long_line(&mut out, image, seg, e);
         } else {
-            out.push_str(&escape_name(&e.name));
+            out.push_str(&escape(&e.name));
             out.push('\n');
         }
     }
@@ -90,10 +91,10 @@ fn long_line(out: &mut String, image: &Image, seg: &Segment, e: &RawEntry) {
         size,
         format_time(h.mtime as i64),
         at,
-        escape_name(&e.name)
+        escape(&e.name)
     );
     if e.is_symlink() && e.skip.is_none() {
-        let _ = write!(out, " -> {}", escape_name(target(image, seg, e)));
+        let _ = write!(out, " -> {}", escape(target(image, seg, e)));
     }
     if let Some(skip) = e.skip {
         let _ = write!(out, "  [{}]", skip.describe());
@@ -250,7 +251,7 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
                     .map(|e| {
                         let h = &e.header;
                         JsonEntry {
-                            name: escape_name(&e.name),
+                            name: escape(&e.name),
                             kind: type_name(h.mode),
                             mode: h.mode & 0o7777,
                             uid: h.uid,
@@ -267,7 +268,7 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
                             offset: e.offset,
                             data_offset: e.data.start,
                             target: (e.is_symlink() && e.skip.is_none())
-                                .then(|| escape_name(target(image, s, e))),
+                                .then(|| escape(target(image, s, e))),
                             skip: e.skip,
                         }
                     })
@@ -280,13 +281,6 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
         size: image.file_bytes().len() as u64,
         segments,
     }
-}
-
-/// `composer inspect IMAGE`: prints the listing to standard output.
-pub fn run(path: &std::path::Path, opts: &InspectOptions) -> Result<()> {
-    let image = Image::open_with(path, super::Keep::Listing)?;
-    let text = render(&image, opts)?;
-    super::print(&text)
 }
 
 #[cfg(test)]

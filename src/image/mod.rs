@@ -183,8 +183,8 @@ pub struct Image {
 }
 
 impl Image {
-    /// Reads and parses the image at `path` (`-`: standard input), keeping
-    /// the decompressed data of compressed segments.
+    /// Reads and parses the image at `path`, keeping the decompressed data
+    /// of compressed segments.
     pub fn open(path: &Path) -> Result<Image> {
         Image::open_with(path, Keep::Data)
     }
@@ -193,13 +193,7 @@ impl Image {
     /// [`Image::data`] of compressed segments will be wanted.
     pub fn open_with(path: &Path, keep: Keep) -> Result<Image> {
         let name = path.display().to_string();
-        let bytes = if path == Path::new("-") {
-            let mut v = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut v)
-                .map_err(|e| Error::io("<stdin>", e))?;
-            Bytes::Owned(v)
-        } else {
+        let bytes = {
             let file = std::fs::File::open(path).map_err(|e| {
                 Error::usage(format!("cannot open the image `{name}`: {e}"))
                     .with_hint("check the path of the initrd")
@@ -227,7 +221,12 @@ impl Image {
 
     /// Parses an image held in memory.
     pub fn from_bytes(name: impl Into<String>, bytes: Vec<u8>) -> Image {
-        Image::parse(name.into(), Bytes::Owned(bytes), Keep::Data)
+        Image::from_bytes_with(name, bytes, Keep::Data)
+    }
+
+    /// [`Image::from_bytes`] keeping what `keep` says.
+    pub fn from_bytes_with(name: impl Into<String>, bytes: Vec<u8>, keep: Keep) -> Image {
+        Image::parse(name.into(), Bytes::Owned(bytes), keep)
     }
 
     /// The whole file.
@@ -503,48 +502,12 @@ fn continue_compressed(
     *fault = problem;
 }
 
-/// Writes finished text to standard output (a closed pipe is not an error).
-pub(crate) fn print(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("<stdout>", e)),
-        _ => Ok(()),
-    }
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// A name for people and for line-based output: valid UTF-8 stays, a
-/// backslash becomes `\\`, control characters and bytes that are not
-/// UTF-8 become `\xHH`. The same escapes a manifest reads in
-/// `{ escaped = '...' }`, so the text is lossless.
-pub fn escape_name(name: &[u8]) -> String {
-    let mut out = String::with_capacity(name.len());
-    for chunk in name.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                c if c.is_control() => {
-                    let mut b = [0u8; 4];
-                    for byte in c.encode_utf8(&mut b).bytes() {
-                        out.push_str(&format!("\\x{byte:02x}"));
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -833,7 +796,7 @@ mod tests {
     #[test]
     fn escapes_names() {
         assert_eq!(
-            escape_name(b"a\xffb\\c\nd\xc3\xbc"),
+            crate::path::escape(b"a\xffb\\c\nd\xc3\xbc"),
             "a\\xffb\\\\c\\x0ad\u{fc}"
         );
     }

@@ -4,15 +4,14 @@
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::item::{Added, FileModes};
 use super::load::Loaded;
-use super::lower::{BinaryItem, Lowerer};
-use super::model::{DlopenSpec, HwcapsSpec};
-use crate::entry::{Kind, Origin, Source};
+use super::model::HwcapsSpec;
+use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
-use crate::resolve::elf::{self, BinaryRequest, DlopenLevel, ElfOptions, Hwcaps, Item};
+use crate::resolve::elf::{self, BinaryRequest, ElfOptions, Hwcaps, Item};
 
 /// The resolver's options from the merged `[elf]` settings.
 pub(super) fn options(loaded: &Loaded) -> ElfOptions {
@@ -30,12 +29,7 @@ pub(super) fn options(loaded: &Loaded) -> ElfOptions {
             };
         }
         if let Some(d) = e.dlopen {
-            opts.dlopen = match d {
-                DlopenSpec::None => DlopenLevel::None,
-                DlopenSpec::Required => DlopenLevel::Required,
-                DlopenSpec::Recommended => DlopenLevel::Recommended,
-                DlopenSpec::Suggested => DlopenLevel::Suggested,
-            };
+            opts.dlopen = d;
         }
     }
     opts
@@ -51,16 +45,16 @@ pub(super) fn library(soname: &str, origin: Origin) -> BinaryRequest {
     BinaryRequest::library(soname).at(origin)
 }
 
-/// Resolves every request and adds the files and symlinks they need;
-/// returns the resolution (for `composer why`).
+/// Resolves every request: the files and symlinks they need, and the
+/// resolution (for `composer why`).
 pub(super) fn add_all(
-    lw: &mut Lowerer,
     requests: &[BinaryRequest],
     opts: &ElfOptions,
+    modes: FileModes,
     warnings: &mut Vec<Warning>,
-) -> Result<Option<elf::Resolution>> {
+) -> Result<(Vec<Added>, Option<elf::Resolution>)> {
     if requests.is_empty() {
-        return Ok(None);
+        return Ok((Vec::new(), None));
     }
     let res = elf::resolve(requests, opts)?;
     warnings.extend(res.warnings.iter().cloned());
@@ -82,6 +76,7 @@ pub(super) fn add_all(
         .iter()
         .find_map(|r| r.origin.clone())
         .unwrap_or_default();
+    let mut added = Vec::with_capacity(res.items.len());
     for (path, item) in &res.items {
         let origin = origin_of.get(path.as_path()).map_or(&fallback, |o| o);
         let dest = path.as_os_str().as_bytes().to_vec();
@@ -90,28 +85,26 @@ pub(super) fn add_all(
                 let meta = std::fs::metadata(source).map_err(|e| {
                     Error::at(origin.clone(), format!("`{}`: {e}", source.display()))
                 })?;
-                BinaryItem {
+                Added {
                     dest,
-                    mode: lw.source_file_mode(&meta),
+                    mode: modes.of(None, &meta),
                     kind: Kind::File {
-                        source: Source {
-                            path: source.clone(),
-                            size: meta.len(),
-                            mtime: meta.mtime(),
-                        },
+                        source: crate::resolve::file_source(source, &meta, origin)?,
                         links: vec![],
                     },
+                    origin: origin.clone(),
                 }
             }
-            Item::Symlink { target } => BinaryItem {
+            Item::Symlink { target } => Added {
                 dest,
                 mode: 0o777,
                 kind: Kind::Symlink {
                     target: target.as_os_str().as_bytes().to_vec(),
                 },
+                origin: origin.clone(),
             },
         };
-        lw.add_binary_item(b, origin)?;
+        added.push(b);
     }
-    Ok(Some(res))
+    Ok((added, Some(res)))
 }

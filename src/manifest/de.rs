@@ -12,7 +12,7 @@ use serde::de::{
 use serde::Deserialize;
 
 use super::node::{Node, Pos, Value};
-use crate::legacy::edit_distance;
+use crate::suggest::nearest;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeError {
@@ -28,16 +28,6 @@ impl fmt::Display for DeError {
 }
 
 impl std::error::Error for DeError {}
-
-/// The closest of `candidates` to `word`, if it is close enough to be a typo.
-pub fn nearest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
-    candidates
-        .iter()
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
-        .min()
-        .map(|(_, c)| c)
-}
 
 impl de::Error for DeError {
     fn custom<T: fmt::Display>(msg: T) -> Self {

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::de::{from_node, Spanned};
-use super::model::{Defaults, ImageSettings, Manifest};
+use super::model::{AlignSpec, Defaults, ImageSettings, Manifest, MtimePolicySpec};
 use super::node::{toml_doc, yaml_doc, Pos};
 use crate::entry::Origin;
 use crate::error::{Error, Result};
+use crate::policy::{AlignChoice, Asked, MtimeChoice};
 
 #[derive(Debug, Default, Clone)]
 pub struct LoadOptions {
@@ -47,6 +48,26 @@ pub struct Loaded {
     pub root: PathBuf,
     pub defaults: Defaults,
     pub image: ImageSettings,
+}
+
+impl Loaded {
+    /// What the merged settings ask of the build's policy.
+    pub fn asked(&self) -> Asked {
+        let d = &self.defaults;
+        Asked::Manifest {
+            mtime: match d.mtime {
+                None | Some(MtimePolicySpec::Source) => MtimeChoice::Source,
+                Some(MtimePolicySpec::SourceDateEpoch) => MtimeChoice::SourceDateEpoch,
+                Some(MtimePolicySpec::Fixed(t)) => MtimeChoice::Fixed(t),
+            },
+            align: match d.align {
+                None | Some(AlignSpec::None) => AlignChoice::None,
+                Some(AlignSpec::Bytes(n)) => AlignChoice::Bytes(n),
+                Some(AlignSpec::Auto) => AlignChoice::Auto,
+            },
+            mode: self.image.align_mode,
+        }
+    }
 }
 
 /// Reads and parses one manifest file, TOML or YAML by its extension.
@@ -125,7 +146,7 @@ pub fn expand(
             let column = var_column(file, pos, offset + start, name);
             let mut known: Vec<&str> = vars.keys().map(String::as_str).collect();
             known.sort();
-            let hint = match super::de::nearest(name, &known) {
+            let hint = match crate::suggest::nearest(name, &known) {
                 Some(n) => format!("did you mean `${{{n}}}`?"),
                 None if name == "kver" => "pass --kver VERSION".to_string(),
                 None => format!(

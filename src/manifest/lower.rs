@@ -1,8 +1,9 @@
 //! Lowering: from manifest rules to gen_init_cpio-level entries.
 //!
-//! Input: [`Loaded`] documents. Output: [`Lowered`]: entries in archive
-//! order with parents before children, every one carrying the manifest
-//! position and rule that produced it.
+//! Input: [`Loaded`] documents and the build's [`Policy`]. Output: an
+//! [`ImageSpec`]: entries in archive order with parents before children,
+//! every one carrying the manifest position and rule that produced it,
+//! split into the segments `[[segment]]` asks for, with `[early]`'s files.
 //!
 //! Rules are expanded one by one (trees and globs walk the source root),
 //! destinations are rewritten through the image's own directory symlinks
@@ -10,50 +11,34 @@
 //! `usr/bin/sh`), duplicates are merged or reported, missing parents are
 //! created, and the result is ordered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::GlobSet;
 
 use super::de::Spanned;
+use super::item::FileModes;
 use super::load::{expand, Doc, Loaded};
-use super::model::{AlignSpec, ModeOrSource, MtimePolicySpec, Order, PathText};
+use super::model::{AlignSpec, ModeOrSource, Order, PathText};
 use super::node::Pos;
-use crate::entry::{display_name, AlignHint, DeviceKind, Entry, Kind, Origin, Source, PATH_MAX};
+use super::segments::Rules;
+use crate::entry::{AlignHint, DeviceKind, Entry, Kind, Origin, PATH_MAX};
 use crate::error::{Error, Result, Warning};
+use crate::glob::{Below, Separator};
+use crate::path::{escape, parent, ImagePath};
+use crate::policy::Policy;
 use crate::resolve::root::Root;
+use crate::spec::ImageSpec;
 
-/// The data alignment a manifest asks for by default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DefaultAlign {
-    None,
-    Bytes(u32),
-    /// The block size of the output's filesystem.
-    Auto,
-}
-
-/// The mtime a manifest asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MtimeChoice {
-    /// Files keep their source mtime; entries with no source get 0.
-    Source,
-    /// Every entry gets this mtime.
-    Fixed(u32),
-}
-
-#[derive(Debug)]
-pub struct Lowered {
-    pub entries: Vec<Entry>,
-    /// How `binaries` were resolved, for `composer why`.
-    pub elf: Option<crate::resolve::elf::Resolution>,
-    pub align: DefaultAlign,
-    pub align_mode: crate::plan::AlignMode,
-    pub mtime: MtimeChoice,
-    pub warnings: Vec<Warning>,
+/// The entries of a manifest, before they are split into segments.
+struct Lowered {
+    entries: Vec<Entry>,
+    elf: Option<crate::resolve::elf::Resolution>,
+    warnings: Vec<Warning>,
 }
 
 /// How strongly an item claims its destination: an implied directory (a
@@ -109,46 +94,14 @@ pub(super) struct Lowerer<'a> {
     warnings: Vec<Warning>,
     /// Programs and libraries to resolve together once every rule is read.
     binary_requests: Vec<crate::resolve::elf::BinaryRequest>,
-    file_mode: ModeOrSource,
+    file_modes: FileModes,
     dir_mode: u32,
     source_mtimes: bool,
 }
 
-/// Normalises an image path: no leading `/`, no empty or `.` components;
-/// `..` that would leave the image is an error.
+/// A manifest path in normal form (see [`ImagePath::normalise`]).
 fn normalise(path: &[u8], origin: &Origin) -> Result<Vec<u8>> {
-    let mut parts: Vec<&[u8]> = Vec::new();
-    for c in path.split(|&b| b == b'/') {
-        match c {
-            b"" | b"." => {}
-            b".." => {
-                if parts.pop().is_none() {
-                    return Err(Error::at(
-                        origin.clone(),
-                        format!("`{}` leaves the image root with `..`", display_name(path)),
-                    )
-                    .with_hint("image paths must stay inside the image"));
-                }
-            }
-            _ => parts.push(c),
-        }
-    }
-    let out = parts.join(&b'/');
-    if out.len() + 1 > PATH_MAX {
-        return Err(Error::at(
-            origin.clone(),
-            format!(
-                "image path of {} bytes; the kernel skips names longer than {} bytes",
-                out.len(),
-                PATH_MAX - 1
-            ),
-        ));
-    }
-    Ok(out)
-}
-
-fn parent(p: &[u8]) -> Option<&[u8]> {
-    p.iter().rposition(|&b| b == b'/').map(|i| &p[..i])
+    Ok(ImagePath::normalise(path, origin)?.into_bytes())
 }
 
 fn clamp_mtime(t: i64) -> u32 {
@@ -164,29 +117,11 @@ fn align_hint(spec: Option<AlignSpec>) -> AlignHint {
 }
 
 fn compile_globs(pats: &[Spanned<String>], doc: &Doc) -> Result<Option<GlobSet>> {
-    if pats.is_empty() {
-        return Ok(None);
-    }
-    let mut b = GlobSetBuilder::new();
-    for p in pats {
-        let g = GlobBuilder::new(p)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| {
-                Error::at(
-                    doc.origin(p.pos),
-                    format!("bad glob `{}`: {}", p.value, e.kind()),
-                )
-            })?;
-        b.add(g);
-        // `dir/` style patterns also match everything below.
-        if let Ok(g) = Glob::new(&format!("{}/**", p.value.trim_end_matches('/'))) {
-            b.add(g);
-        }
-    }
-    b.build()
-        .map(Some)
-        .map_err(|e| Error::usage(format!("bad glob set: {e}")))
+    let pats: Vec<(String, Origin)> = pats
+        .iter()
+        .map(|p| (p.value.clone(), doc.origin(p.pos)))
+        .collect();
+    crate::glob::set(&pats, Separator::Literal, Below::Yes)
 }
 
 impl Lowerer<'_> {
@@ -230,10 +165,7 @@ impl Lowerer<'_> {
     }
 
     fn file_mode(&self, own: Option<super::model::Mode>, meta: &std::fs::Metadata) -> u32 {
-        match (own, self.file_mode) {
-            (Some(m), _) | (None, ModeOrSource::Mode(m)) => m.0,
-            (None, ModeOrSource::Source) => meta.mode() & 0o7777,
-        }
+        self.file_modes.of(own, meta)
     }
 
     /// An item for one filesystem object met by a tree or glob.
@@ -263,11 +195,7 @@ impl Lowerer<'_> {
                 Claim::Declared,
             )
         } else if ft.is_file() {
-            let source = Source {
-                path: host.to_path_buf(),
-                size: meta.len(),
-                mtime: meta.mtime(),
-            };
+            let source = crate::resolve::file_source(host, meta, origin)?;
             (
                 Kind::File {
                     source,
@@ -392,7 +320,7 @@ impl Lowerer<'_> {
                 R::File(i) => {
                     let r = &m.file[i].value;
                     let src = self.text(doc, &r.src)?;
-                    let origin = Self::origin(doc, pos, &format!("file {}", display_name(&src)));
+                    let origin = Self::origin(doc, pos, &format!("file {}", escape(&src)));
                     let dst = match &r.dst {
                         Some(d) => self.text(doc, d)?,
                         None => src.clone(),
@@ -404,7 +332,7 @@ impl Lowerer<'_> {
                         Err(e) => {
                             return Err(Error::at(
                                 doc.origin(r.src.pos),
-                                format!("source `{}` cannot be read: {e}", display_name(&src)),
+                                format!("source `{}` cannot be read: {e}", escape(&src)),
                             )
                             .with_hint(format!(
                                 "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
@@ -415,17 +343,13 @@ impl Lowerer<'_> {
                     if !meta.is_file() {
                         return Err(Error::at(
                             doc.origin(r.src.pos),
-                            format!("source `{}` is not a regular file", display_name(&src)),
+                            format!("source `{}` is not a regular file", escape(&src)),
                         )
                         .with_hint("use a [[tree]] for a directory, [[node]] for a device"));
                     }
                     let dst_at = r.dst.as_ref().map_or(r.src.pos, |d| d.pos);
                     let dest = normalise(&dst, &doc.origin(dst_at))?;
-                    let source = Source {
-                        path: host,
-                        size: meta.len(),
-                        mtime: meta.mtime(),
-                    };
+                    let source = crate::resolve::file_source(&host, &meta, &origin)?;
                     let kind = Kind::File {
                         source,
                         links: vec![],
@@ -516,7 +440,7 @@ impl Lowerer<'_> {
 
     fn tree(&mut self, doc: &Doc, pos: Pos, r: &super::model::TreeRule) -> Result<()> {
         let src = self.text(doc, &r.src)?;
-        let origin = Self::origin(doc, pos, &format!("tree {}", display_name(&src)));
+        let origin = Self::origin(doc, pos, &format!("tree {}", escape(&src)));
         let dst = match &r.dst {
             Some(d) => self.text(doc, d)?,
             None => src.clone(),
@@ -532,7 +456,7 @@ impl Lowerer<'_> {
                 doc.origin(r.src.pos),
                 format!(
                     "tree source `{}` is not a directory inside the root",
-                    display_name(&src)
+                    escape(&src)
                 ),
             )
             .with_hint(
@@ -614,16 +538,7 @@ impl Lowerer<'_> {
                 )
                 .with_hint("glob patterns start at the source root, e.g. \"/usr/lib/**/*.so\""));
             }
-            let matcher = GlobBuilder::new(&text)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| {
-                    Error::at(
-                        doc.origin(pat.pos),
-                        format!("bad glob `{text}`: {}", e.kind()),
-                    )
-                })?
-                .compile_matcher();
+            let matcher = crate::glob::matcher(&text, Separator::Literal, &doc.origin(pat.pos))?;
             // The fixed leading directories: where the walk starts.
             let fixed: Vec<&str> = text
                 .split('/')
@@ -704,32 +619,6 @@ impl Lowerer<'_> {
     }
 }
 
-/// A file or symlink that binary resolution adds.
-pub(super) struct BinaryItem {
-    pub dest: Vec<u8>,
-    pub kind: Kind,
-    pub mode: u32,
-}
-
-impl Lowerer<'_> {
-    /// The mode a file without a mode of its own gets.
-    pub(super) fn source_file_mode(&self, meta: &std::fs::Metadata) -> u32 {
-        self.file_mode(None, meta)
-    }
-
-    pub(super) fn add_binary_item(&mut self, b: BinaryItem, origin: &Origin) -> Result<()> {
-        let dest = normalise(&b.dest, origin)?;
-        self.push(Item::declared(
-            dest,
-            b.kind,
-            b.mode,
-            (None, None),
-            origin.clone(),
-        ));
-        Ok(())
-    }
-}
-
 /// Resolves `p` through the image's directory symlinks (merged /usr).
 fn through_links(p: &[u8], links: &HashMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
     let mut cur = p.to_vec();
@@ -757,7 +646,7 @@ fn through_links(p: &[u8], links: &HashMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
 fn describe(i: &Item) -> String {
     match &i.kind {
         Kind::File { source, .. } => format!("file from `{}`", source.path.display()),
-        Kind::Symlink { target } => format!("symlink to `{}`", display_name(target)),
+        Kind::Symlink { target } => format!("symlink to `{}`", escape(target)),
         k => k.keyword().to_string(),
     }
 }
@@ -766,25 +655,33 @@ fn same(a: &Item, b: &Item) -> bool {
     a.kind == b.kind && a.mode == b.mode && a.uid == b.uid && a.gid == b.gid
 }
 
-/// Lowers loaded documents to entries.
-pub fn lower(loaded: &Loaded) -> Result<Lowered> {
-    let d = &loaded.defaults;
-    let sde = std::env::var("SOURCE_DATE_EPOCH").ok();
-    let mtime = match (d.mtime, &sde) {
-        (Some(MtimePolicySpec::Fixed(t)), _) => MtimeChoice::Fixed(t),
-        (Some(MtimePolicySpec::SourceDateEpoch), None) => {
-            return Err(Error::usage(
-                "defaults.mtime is \"source-date-epoch\" but SOURCE_DATE_EPOCH is not set",
-            )
-            .with_hint("export SOURCE_DATE_EPOCH=<seconds>, or choose another mtime policy"))
+/// Lowers loaded documents to an image spec under `policy`.
+pub fn lower(loaded: &Loaded, policy: Policy) -> Result<ImageSpec> {
+    let lowered = lower_entries(loaded, &policy)?;
+    let mut warnings = lowered.warnings;
+    let mut rules = Rules::read(loaded, &mut warnings)?;
+    let early = super::early::gather(loaded, &lowered.entries, &mut warnings)?;
+    let (early_entries, scratch) = match early {
+        Some(e) => {
+            rules.take_early(&e.origin)?;
+            (e.entries, e.scratch)
         }
-        (_, Some(s)) => MtimeChoice::Fixed(s.trim().parse().map_err(|_| {
-            Error::usage(format!(
-                "SOURCE_DATE_EPOCH `{s}` is not a number of seconds that fits 32 bits"
-            ))
-        })?),
-        _ => MtimeChoice::Source,
+        None => (Vec::new(), None),
     };
+    Ok(ImageSpec {
+        segments: rules.split(lowered.entries, early_entries),
+        policy,
+        warnings,
+        elf: lowered.elf,
+        _scratch: scratch,
+    })
+}
+
+/// The manifest's own entries, in archive order.
+fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
+    let d = &loaded.defaults;
+    let fixed = policy.mtime.fixed;
+    let file_modes = FileModes(d.file_mode.unwrap_or(ModeOrSource::Source));
     let mut lw = Lowerer {
         loaded,
         root: Root::new(&loaded.root),
@@ -792,22 +689,26 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
         hardlinks: Vec::new(),
         warnings: Vec::new(),
         binary_requests: Vec::new(),
-        file_mode: d.file_mode.unwrap_or(ModeOrSource::Source),
+        file_modes,
         dir_mode: d.dir_mode.map_or(0o755, |m| m.0),
-        source_mtimes: mtime == MtimeChoice::Source,
+        source_mtimes: fixed.is_none(),
     };
     for doc in &loaded.docs {
         lw.rules(doc)?;
     }
     let requests = std::mem::take(&mut lw.binary_requests);
     let mut warnings = Vec::new();
-    let elf = super::binaries::add_all(
-        &mut lw,
+    let (binaries, elf) = super::binaries::add_all(
         &requests,
         &super::binaries::options(loaded),
+        file_modes,
         &mut warnings,
     )?;
-    super::modules::add_all(&mut lw, loaded, &mut warnings)?;
+    let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
+    for a in binaries.into_iter().chain(modules) {
+        let dest = normalise(&a.dest, &a.origin)?;
+        lw.push(Item::declared(dest, a.kind, a.mode, (None, None), a.origin));
+    }
     lw.warnings.append(&mut warnings);
     let mut items = std::mem::take(&mut lw.items);
 
@@ -900,7 +801,7 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
                 target_at,
                 format!(
                     "hardlink target `/{}` is not a file in the image",
-                    display_name(&target)
+                    escape(&target)
                 ),
             )
             .with_hint("declare the file first (a [[file]], tree or glob)"));
@@ -909,13 +810,13 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
             return Err(conflict_at(&origin, &name, &kept[other]));
         }
         match &mut kept[k].kind {
-            Kind::File { links, .. } => links.push(name.clone()),
+            Kind::File { links, .. } => links.push(ImagePath::checked(name.clone(), &origin)?),
             _ => {
                 return Err(Error::at(
                     target_at,
                     format!(
                         "hardlink target `/{}` is not a regular file",
-                        display_name(&target)
+                        escape(&target)
                     ),
                 ))
             }
@@ -931,7 +832,7 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
     let names_of = |i: &Item| -> Vec<Vec<u8>> {
         let mut v = vec![i.dest.clone()];
         if let Kind::File { links, .. } = &i.kind {
-            v.extend(links.iter().cloned());
+            v.extend(links.iter().map(|l| l.to_vec()));
         }
         v
     };
@@ -958,7 +859,7 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
                         Some(false) => {
                             return Err(Error::at(
                                 item.origin.clone(),
-                                format!("`/{}` needs the directory `/{}`, but that path is not a directory in the image", display_name(&name), display_name(dir)),
+                                format!("`/{}` needs the directory `/{}`, but that path is not a directory in the image", escape(&name), escape(dir)),
                             ))
                         }
                         None => missing.push(dir.to_vec()),
@@ -996,44 +897,27 @@ pub fn lower(loaded: &Loaded) -> Result<Lowered> {
 
     let uid = d.uid.unwrap_or(0);
     let gid = d.gid.unwrap_or(0);
-    let fixed = match mtime {
-        MtimeChoice::Fixed(t) => Some(t),
-        MtimeChoice::Source => None,
-    };
     let entries = out
         .into_iter()
-        .map(|i| Entry {
-            name: i.dest,
-            mode: i.mode,
-            uid: i.uid.unwrap_or(uid),
-            gid: i.gid.unwrap_or(gid),
-            mtime: fixed.or(i.mtime).or(match i.kind {
-                Kind::File { .. } => None,
-                _ => Some(0),
-            }),
-            kind: i.kind,
-            align: i.align,
-            origin: i.origin,
+        .map(|i| {
+            Ok(Entry {
+                name: ImagePath::checked(i.dest, &i.origin)?,
+                mode: i.mode,
+                uid: i.uid.unwrap_or(uid),
+                gid: i.gid.unwrap_or(gid),
+                mtime: fixed.or(i.mtime).or(match i.kind {
+                    Kind::File { .. } => None,
+                    _ => Some(0),
+                }),
+                kind: i.kind,
+                align: i.align,
+                origin: i.origin,
+            })
         })
-        .collect();
-    let align = match d.align {
-        None | Some(AlignSpec::None) => DefaultAlign::None,
-        Some(AlignSpec::Bytes(n)) => DefaultAlign::Bytes(n),
-        Some(AlignSpec::Auto) => DefaultAlign::Auto,
-    };
-    let _: &BTreeMap<String, String> = &loaded.vars;
-    let _: PathBuf = loaded.root.clone();
-    let align_mode = match loaded.image.align_mode {
-        None | Some(super::model::AlignModeSpec::Readers) => crate::plan::AlignMode::Readers,
-        Some(super::model::AlignModeSpec::KernelOnly) => crate::plan::AlignMode::KernelOnly,
-        Some(super::model::AlignModeSpec::GenInitCpio) => crate::plan::AlignMode::GenInitCpio,
-    };
+        .collect::<Result<Vec<Entry>>>()?;
     Ok(Lowered {
         entries,
         elf,
-        align,
-        align_mode,
-        mtime,
         warnings: lw.warnings,
     })
 }
@@ -1043,7 +927,7 @@ fn conflict(new: &Item, old: &Item) -> Error {
         new.origin.clone(),
         format!(
             "`/{}` is declared twice: here as {} and at {} as {}",
-            display_name(&new.dest),
+            escape(&new.dest),
             describe(new),
             old.origin,
             describe(old)
@@ -1057,7 +941,7 @@ fn conflict_at(origin: &Origin, name: &[u8], old: &Item) -> Error {
         origin.clone(),
         format!(
             "`/{}` is declared twice: here as a hardlink and at {} as {}",
-            display_name(name),
+            escape(name),
             old.origin,
             describe(old)
         ),

@@ -1,23 +1,31 @@
-//! The manifest: what users write (TOML or YAML), and how it becomes entries.
+//! The manifest: what users write (TOML or YAML), and how it becomes an
+//! image spec.
 //!
 //! * `node`: both formats read into one positioned tree;
 //! * `de`: serde over that tree, so every error has a line and column;
 //! * `model`: the typed manifest (and the JSON Schema source);
 //! * `load`: includes, drop-ins, variables, merged settings;
 //! * `lower`: rules to entries (trees, globs, binaries, parents, merged /usr);
-//! * `modules`: kernel modules, their firmware and metadata, `composer why`.
+//! * `binaries`, `modules`: what `binaries` and module rules add (`item`);
+//! * `segments`, `early`: `[[segment]]` and `[early]`;
+//! * `import`: a manifest from a gen_init_cpio list.
 
 mod binaries;
 pub mod de;
+mod early;
 pub mod import;
+mod item;
 pub mod load;
-pub mod lower;
+mod lower;
 pub mod model;
-pub mod modules;
+mod modules;
 pub mod node;
+mod segments;
 
+pub use early::DEFAULT_ACPI_DIR;
 pub use load::{load, LoadOptions, Loaded};
-pub use lower::{lower, DefaultAlign, Lowered, MtimeChoice};
+pub use lower::lower;
+pub use modules::cache_dir;
 
 /// The JSON Schema of the manifest, as `composer schema` prints it.
 pub fn schema_json() -> String {

@@ -9,6 +9,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use super::de::Spanned;
+use crate::compress::Compression;
+use crate::policy::AlignMode;
+use crate::resolve::elf::DlopenLevel;
 
 /// An initramfs manifest.
 #[derive(Deserialize, JsonSchema, Debug, Default)]
@@ -91,7 +94,7 @@ pub struct SegmentRule {
     pub name: Option<Spanned<String>>,
     /// `"none"` (default), `"gzip"`, `"zstd"`, `"xz"`, `"lzma"`, `"bzip2"`
     /// or `"lz4"` (the kernel's legacy lz4 format).
-    pub compression: Option<CompressionSpec>,
+    pub compression: Option<Spanned<Compression>>,
     /// Compression level (gzip and bzip2 1-9, xz and lzma 0-9, zstd 1-19).
     pub level: Option<Spanned<i32>>,
     /// Compression threads for zstd, xz and lz4; 0 (default): one per CPU.
@@ -99,18 +102,6 @@ pub struct SegmentRule {
     /// Glob patterns of image paths this segment takes (`**/*.ko.zst`).
     #[serde(default)]
     pub paths: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum CompressionSpec {
-    None,
-    Gzip,
-    Zstd,
-    Xz,
-    Lzma,
-    Bzip2,
-    Lz4,
 }
 
 /// What the early (first, uncompressed) segment holds.
@@ -174,15 +165,7 @@ pub struct ImageSettings {
     /// entries: least padding, but only the kernel reads it), or
     /// `"gen-init-cpio"` (its rule: keep the order, pad only the file's own
     /// name, miss past PATH_MAX).
-    pub align_mode: Option<AlignModeSpec>,
-}
-
-#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum AlignModeSpec {
-    Readers,
-    KernelOnly,
-    GenInitCpio,
+    pub align_mode: Option<AlignMode>,
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,21 +350,11 @@ pub struct ElfSettings {
     /// `["x86-64-v3"]`.
     pub hwcaps: Option<HwcapsSpec>,
     /// Which `.note.dlopen` dependencies to include.
-    pub dlopen: Option<DlopenSpec>,
+    pub dlopen: Option<DlopenLevel>,
     /// Extra libraries by soname (e.g. `libnss_files.so.2`), with their
     /// dependencies.
     #[serde(default)]
     pub libraries: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum DlopenSpec {
-    None,
-    Required,
-    /// The default.
-    Recommended,
-    Suggested,
 }
 
 /// `true`, `false`, or a list of glibc-hwcaps subdirectory names.

@@ -6,16 +6,17 @@
 //! there, which `composer why` prints.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::GlobMatcher;
+
+use crate::glob::Separator;
 
 use super::de::Spanned;
+use super::item::{Added, FileModes};
 use super::load::{expand, Doc, Loaded};
-use super::lower::{BinaryItem, Lowerer};
-use crate::entry::{display_name, Entry, Kind, Origin, Source};
+use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
 use crate::resolve::kmod::depmod::{self, Depmod, ModFile};
 use crate::resolve::kmod::select::{Request, Selection};
@@ -38,31 +39,21 @@ struct Req {
 }
 
 fn glob(text: &str, origin: &Origin) -> Result<GlobMatcher> {
-    GlobBuilder::new(text)
-        .literal_separator(true)
-        .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {}", e.kind())))
+    crate::glob::matcher(text, Separator::Literal, origin)
 }
 
-fn globset(
+/// Firmware name patterns (`*` matches `/` too: names are not paths here).
+fn name_globs(
     pats: &[Spanned<String>],
     doc: &Doc,
     loaded: &Loaded,
-) -> Result<Vec<(String, GlobSet, Origin)>> {
+) -> Result<Vec<(String, GlobMatcher, Origin)>> {
     let mut out = Vec::new();
     for p in pats {
         let text = expand(p, p.pos, &doc.file, &loaded.vars)?;
         let origin = doc.origin(p.pos);
-        let g = GlobBuilder::new(&text)
-            .literal_separator(false)
-            .build()
-            .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {}", e.kind())))?;
-        let set = GlobSetBuilder::new()
-            .add(g)
-            .build()
-            .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {e}")))?;
-        out.push((text, set, origin));
+        let g = crate::glob::matcher(&text, Separator::Any, &origin)?;
+        out.push((text, g, origin));
     }
     Ok(out)
 }
@@ -277,7 +268,8 @@ fn metadata(tree: &ModuleTree, mods: Vec<ModFile>) -> std::result::Result<Files,
 }
 
 fn file_item(
-    lw: &mut Lowerer,
+    out: &mut Vec<Added>,
+    modes: FileModes,
     host: &Path,
     dest: String,
     origin: &Origin,
@@ -288,23 +280,15 @@ fn file_item(
             format!("cannot read `{}`: {e}", host.display()),
         )
     })?;
-    let mode = lw.source_file_mode(&meta);
-    use std::os::unix::fs::MetadataExt;
-    lw.add_binary_item(
-        BinaryItem {
-            dest: dest.into_bytes(),
-            kind: Kind::File {
-                source: Source {
-                    path: host.to_path_buf(),
-                    size: meta.len(),
-                    mtime: meta.mtime(),
-                },
-                links: Vec::new(),
-            },
-            mode,
+    out.push(Added {
+        dest: dest.into_bytes(),
+        kind: Kind::File {
+            source: crate::resolve::file_source(host, &meta, origin)?,
+            links: Vec::new(),
         },
-        origin,
-    )?;
+        mode: modes.of(None, &meta),
+        origin: origin.clone(),
+    });
     Ok(meta)
 }
 
@@ -314,22 +298,24 @@ fn with_rule(origin: &Origin, rule: String) -> Origin {
     o
 }
 
-/// Resolves every module rule of the loaded documents and adds the items.
+/// Resolves every module rule of the loaded documents: the modules, their
+/// firmware and the metadata modprobe needs.
 pub(super) fn add_all(
-    lw: &mut Lowerer,
     loaded: &Loaded,
+    modes: FileModes,
     warnings: &mut Vec<Warning>,
-) -> Result<()> {
+) -> Result<Vec<Added>> {
     let reqs = requests(loaded)?;
+    let mut out = Vec::new();
     if reqs.is_empty() {
-        return Ok(());
+        return Ok(out);
     }
     let mut fw_include = Vec::new();
     let mut fw_exclude = Vec::new();
     for doc in &loaded.docs {
         if let Some(f) = &doc.manifest.firmware {
-            fw_include.extend(globset(&f.include, doc, loaded)?);
-            fw_exclude.extend(globset(&f.exclude, doc, loaded)?);
+            fw_include.extend(name_globs(&f.include, doc, loaded)?);
+            fw_exclude.extend(name_globs(&f.exclude, doc, loaded)?);
         }
     }
     let kver = loaded.vars.get("kver").cloned().unwrap_or_default();
@@ -353,7 +339,7 @@ pub(super) fn add_all(
             What::Name(q) => {
                 if !sel.add_query(q, &request) && !r.optional {
                     let names: Vec<&str> = tree.modules.iter().map(|m| m.name.as_str()).collect();
-                    let hint = match super::de::nearest(&crate::resolve::kmod::normalize_modname(q), &names) {
+                    let hint = match crate::suggest::nearest(&crate::resolve::kmod::normalize_modname(q), &names) {
                         Some(n) => format!("did you mean `{n}`? (set optional = true in a [[module]] rule to skip it)"),
                         None => "check the name: modprobe would not find it either".to_string(),
                     };
@@ -433,7 +419,13 @@ pub(super) fn add_all(
         let r = &reqs[m.tag];
         let origin = with_rule(&r.origin, m.chain.clone());
         let host = tree.dir.join(&m.relpath);
-        let meta = file_item(lw, &host, format!("{image_dir}/{}", m.relpath), &origin)?;
+        let meta = file_item(
+            &mut out,
+            modes,
+            &host,
+            format!("{image_dir}/{}", m.relpath),
+            &origin,
+        )?;
         if let Ok(t) = meta.modified() {
             newest = newest.max(t);
         }
@@ -460,7 +452,7 @@ pub(super) fn add_all(
                             continue;
                         }
                         let o = with_rule(&r.origin, format!("{} -> firmware {fw}", m.chain));
-                        file_item(lw, &f.host, dest, &o)?;
+                        file_item(&mut out, modes, &f.host, dest, &o)?;
                     }
                     None => missing.push(fw.to_string()),
                 }
@@ -510,10 +502,16 @@ pub(super) fn add_all(
             Some(_) => stored.join(name),
             None => tree.dir.join(name),
         };
-        file_item(lw, &host, format!("{image_dir}/{name}"), &origin)?;
+        file_item(
+            &mut out,
+            modes,
+            &host,
+            format!("{image_dir}/{name}"),
+            &origin,
+        )?;
     }
     drop(tree);
-    Ok(())
+    Ok(out)
 }
 
 /// At most five names, then how many more.
@@ -523,138 +521,6 @@ fn shorten(names: &[String]) -> String {
     } else {
         format!("{} and {} more", names[..5].join(", "), names.len() - 5)
     }
-}
-
-/// A size for people: `1.2 MiB`.
-fn human(n: u64) -> String {
-    if n >= 1 << 20 {
-        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
-    } else if n >= 1 << 10 {
-        format!("{:.1} KiB", n as f64 / 1024.0)
-    } else {
-        format!("{n} B")
-    }
-}
-
-fn size_of(e: &Entry) -> u64 {
-    match &e.kind {
-        Kind::File { source, .. } => source.size,
-        _ => 0,
-    }
-}
-
-/// The module name of an image path under `lib/modules/`, if it is one.
-fn module_of(name: &str) -> Option<String> {
-    if !name.contains("lib/modules/") {
-        return None;
-    }
-    let base = name.rsplit('/').next()?;
-    ko::is_module_file(base).then(|| ko::modname(base))
-}
-
-/// `composer why`: with a target (an image path, a module name or a
-/// firmware name), why each matching entry is in the image; without one,
-/// the modules and firmware of the image by size.
-pub fn why(entries: &[Entry], target: Option<&str>) -> Result<String> {
-    let mut out = String::new();
-    match target {
-        Some(t) => {
-            let path = t.trim_start_matches('/');
-            let modname =
-                crate::resolve::kmod::normalize_modname(path.rsplit('/').next().unwrap_or(path));
-            let mut hits = 0;
-            for e in entries {
-                let name = display_name(&e.name);
-                let is_module =
-                    module_of(&name).is_some_and(|m| m == modname && !path.contains('/'));
-                let is_fw = name.contains("lib/firmware/")
-                    && (name.ends_with(&format!("/{path}"))
-                        || [".zst", ".xz"]
-                            .iter()
-                            .any(|s| name.ends_with(&format!("/{path}{s}"))));
-                if name != path && !is_module && !is_fw {
-                    continue;
-                }
-                hits += 1;
-                let _ = writeln!(out, "/{name} ({})", human(size_of(e)));
-                let _ = writeln!(out, "  {}", e.origin);
-                if let Some(rule) = &e.origin.rule {
-                    let _ = writeln!(out, "  {rule}");
-                }
-            }
-            if hits == 0 {
-                return Err(
-                    Error::usage(format!("nothing in the image matches `{t}`")).with_hint(
-                        "give an image path (/lib/modules/...), a module name or a firmware name",
-                    ),
-                );
-            }
-        }
-        None => {
-            // module name -> (module bytes, firmware bytes, firmware files)
-            let mut report: Vec<(String, u64, u64, usize, String)> = Vec::new();
-            let mut at: HashMap<String, usize> = HashMap::new();
-            for e in entries {
-                let name = display_name(&e.name);
-                if let Some(m) = module_of(&name) {
-                    at.insert(m.clone(), report.len());
-                    let chain = e.origin.rule.as_deref().unwrap_or("").to_string();
-                    report.push((m, size_of(e), 0, 0, chain));
-                }
-            }
-            for e in entries {
-                let name = display_name(&e.name);
-                if !name.contains("lib/firmware/") || !matches!(e.kind, Kind::File { .. }) {
-                    continue;
-                }
-                let Some(rule) = e.origin.rule.as_deref() else {
-                    continue;
-                };
-                let mut parts: Vec<&str> = rule.split(" -> ").collect();
-                if parts.last().is_some_and(|p| p.starts_with("firmware ")) {
-                    parts.pop();
-                }
-                let owner = parts
-                    .last()
-                    .and_then(|p| p.split_whitespace().next())
-                    .unwrap_or("");
-                if let Some(&i) = at.get(owner) {
-                    report[i].2 += size_of(e);
-                    report[i].3 += 1;
-                }
-            }
-            report.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then_with(|| a.0.cmp(&b.0)));
-            let (mods, fw): (u64, u64) = report.iter().fold((0, 0), |(m, f), r| (m + r.1, f + r.2));
-            let _ = writeln!(
-                out,
-                "{} modules ({}) and {} firmware files ({}), largest first:",
-                report.len(),
-                human(mods),
-                report.iter().map(|r| r.3).sum::<usize>(),
-                human(fw)
-            );
-            let _ = writeln!(
-                out,
-                "{:>10} {:>10} {:>10}  module  (why)",
-                "total", "module", "firmware"
-            );
-            for (name, m, f, n, chain) in &report {
-                let fwn = if *n > 0 {
-                    format!(" +{n} fw")
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    out,
-                    "{:>10} {:>10} {:>10}  {name}{fwn}  ({chain})",
-                    human(m + f),
-                    human(*m),
-                    human(*f)
-                );
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{assemble, protos, AlignMode, Alignment, Layout, Placed, PlanOptions, Proto};
+use super::layout::{assemble, protos, Alignment, Layout, Options, Placed, Proto};
 use crate::cpio::header::pad_to;
 use crate::entry::{Entry, Kind};
+use crate::policy::AlignMode;
 
 struct Unit<'a> {
     protos: Vec<Proto<'a>>,
@@ -67,7 +68,7 @@ impl Pool {
     }
 }
 
-pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
+pub(super) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
     let mut warnings = Vec::new();
     let mut dirs: Vec<Proto<'a>> = Vec::new();
     let mut units: Vec<Unit<'a>> = Vec::new();
@@ -83,7 +84,7 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
     }
     if !units.iter().any(Unit::big) {
         // Nothing to align: keep the order as given.
-        return assemble(in_order, opts.crc, warnings);
+        return assemble(in_order, opts.policy.crc, warnings);
     }
     drop(in_order);
 
@@ -145,7 +146,7 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
         let mut fillers: Vec<Placed<'a>> = Vec::new();
         let mut alignment = Alignment::Aligned(align as u32);
         if need > 0 {
-            match opts.mode {
+            match opts.policy.mode {
                 AlignMode::KernelOnly => own[0].lead = need as u32,
                 _ => {
                     let slack: u64 = own.iter().map(|p| p.proto.slack()).sum::<u64>()
@@ -223,11 +224,11 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &PlanOptions) -> Layout<'a> {
                  align_mode = \"kernel-only\" in [image]) if only the kernel reads it",
                 missed.len(),
                 bigs.len(),
-                crate::entry::display_name(&entries[p.entry].name)
+                entries[p.entry].name
             ),
         });
     }
-    assemble(placed, opts.crc, warnings)
+    assemble(placed, opts.policy.crc, warnings)
 }
 
 /// How many filler entries make `need` bytes of padding possible, given
@@ -257,27 +258,33 @@ fn fillers_for(need: &mut u64, slack: u64, align: u64, filler: Option<&Proto>) -
 
 #[cfg(test)]
 mod tests {
-    use super::super::{plan as plan_any, test_file as file, AlignMode, MtimePolicy, PlanOptions};
+    use super::super::layout::{test_file as file, Options};
+    use super::plan as plan_any;
     use crate::entry::{Entry, Kind, Origin};
+    use crate::policy::{AlignMode, MtimePolicy, Policy};
 
     fn dir(name: &str) -> Entry {
         Entry::new(
-            name.as_bytes().to_vec(),
+            crate::path::ImagePath::generated(name),
             Kind::Dir,
             0o755,
             Origin::default(),
         )
     }
 
-    fn opts(align: u32, mode: AlignMode) -> PlanOptions {
-        PlanOptions {
-            crc: false,
-            align,
-            mode,
-            mtime: MtimePolicy {
-                fixed: Some(0),
-                now: 0,
+    fn opts(align: u32, mode: AlignMode) -> Options {
+        Options {
+            policy: Policy {
+                crc: false,
+                align,
+                mode,
+                mtime: MtimePolicy {
+                    fixed: Some(0),
+                    now: 0,
+                },
+                auto_align: false,
             },
+            hints: true,
         }
     }
 

@@ -3,10 +3,12 @@
 
 use std::fmt::Write;
 
-use super::{Alignment, Layout, Record};
+use super::image::ImageLayout;
+use super::layout::{Alignment, Layout, Record};
 use crate::compress::Compression;
 use crate::cpio::header::{pad_to, HEADER_LEN};
-use crate::entry::{display_name, Entry};
+use crate::entry::Entry;
+use crate::path::escape;
 
 /// Bytes of padding in a record: NULs before it, name NULs beyond the
 /// minimum, or the whole record for a filler.
@@ -140,7 +142,7 @@ fn table(layout: &Layout, base: u64) -> String {
             r.header.filesize,
             padding_of(r),
             status(r),
-            display_name(r.name)
+            escape(r.name)
         );
     }
     out
@@ -213,7 +215,7 @@ fn json_records(layout: &Layout) -> Vec<JsonRecord> {
         .records
         .iter()
         .map(|r| JsonRecord {
-            name: display_name(r.name),
+            name: escape(r.name),
             offset: r.offset,
             data_offset: r.data_offset(),
             size: r.header.filesize,
@@ -240,21 +242,61 @@ pub fn render_json(layout: &Layout, summary: &Summary) -> String {
     s
 }
 
+/// How `composer plan` shows a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    /// Only the totals.
+    Summary,
+    Json,
+}
+
+/// An image's plan: for one plain archive its table (or JSON), else every
+/// segment's; `plain` says which.
+pub fn render(image: &ImageLayout, plain: bool, format: Format) -> String {
+    if plain {
+        if let [part] = image.parts.as_slice() {
+            let summary = summarize(&part.layout, &part.segment.entries);
+            return match format {
+                Format::Json => render_json(&part.layout, &summary),
+                Format::Summary => summary_text(&summary),
+                Format::Table => render_text(&part.layout, &summary),
+            };
+        }
+    }
+    let views: Vec<SegmentView> = image
+        .parts
+        .iter()
+        .map(|p| SegmentView {
+            name: &p.segment.name,
+            compression: p.segment.compression,
+            start: p.start,
+            start_align: p.start_align,
+            layout: &p.layout,
+            summary: summarize(&p.layout, &p.segment.entries),
+        })
+        .collect();
+    match format {
+        Format::Json => render_segments_json(&views),
+        f => render_segments_text(&views, f == Format::Summary),
+    }
+}
+
 /// One segment of an image's plan.
-pub struct SegmentView<'a> {
-    pub name: &'a str,
-    pub compression: Compression,
+struct SegmentView<'a> {
+    name: &'a str,
+    compression: Compression,
     /// Where the segment starts in the image; None when a compressed
     /// segment comes before it (its size is known only once written).
-    pub start: Option<u64>,
+    start: Option<u64>,
     /// The segment starts at a multiple of this (0: compressed).
-    pub start_align: u64,
-    pub layout: &'a Layout<'a>,
-    pub summary: Summary,
+    start_align: u64,
+    layout: &'a Layout<'a>,
+    summary: Summary,
 }
 
 /// The totals over every segment (archive bytes before compression).
-pub fn total(views: &[SegmentView]) -> Summary {
+fn total(views: &[SegmentView]) -> Summary {
     let mut t = Summary::default();
     for v in views {
         let s = &v.summary;
@@ -286,7 +328,7 @@ fn where_text(v: &SegmentView) -> String {
 
 /// Segment by segment: a heading, the table, the segment's totals; then
 /// the image's totals.
-pub fn render_segments_text(views: &[SegmentView], totals_only: bool) -> String {
+fn render_segments_text(views: &[SegmentView], totals_only: bool) -> String {
     let mut out = String::new();
     for v in views {
         let _ = writeln!(
@@ -338,7 +380,7 @@ struct JsonImage {
 }
 
 /// JSON of every segment; record offsets count from the segment's start.
-pub fn render_segments_json(views: &[SegmentView]) -> String {
+fn render_segments_json(views: &[SegmentView]) -> String {
     let image = JsonImage {
         segments: views
             .iter()

@@ -11,7 +11,9 @@ pub mod sysroot;
 
 use std::io::ErrorKind;
 
-use crate::entry::{Entry, Kind};
+use std::path::Path;
+
+use crate::entry::{Entry, Kind, Origin, Source};
 use crate::error::{Error, Result};
 
 /// The largest file a newc header can describe (its size field is 32 bits).
@@ -63,19 +65,24 @@ pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
             )
             .with_hint("use `nod`, `pipe` or `sock` lines for special files"));
         }
-        if meta.len() > MAX_FILE_SIZE {
-            return Err(Error::at(
-                e.origin.clone(),
-                format!(
-                    "source `{shown}` is {} bytes; a newc archive cannot hold files of 4 GiB or more",
-                    meta.len()
-                ),
-            )
-            .with_hint("leave it out of the initramfs, or split it"));
-        }
-        use std::os::unix::fs::MetadataExt;
-        source.size = meta.len();
-        source.mtime = meta.mtime();
+        *source = file_source(&source.path, &meta, &e.origin)?;
     }
     Ok(())
+}
+
+/// The source of a regular file as stat found it; a file too large for a
+/// newc header is an error at `origin`.
+pub fn file_source(path: &Path, meta: &std::fs::Metadata, origin: &Origin) -> Result<Source> {
+    if meta.len() > MAX_FILE_SIZE {
+        return Err(Error::at(
+            origin.clone(),
+            format!(
+                "source `{}` is {} bytes; a newc archive cannot hold files of 4 GiB or more",
+                path.display(),
+                meta.len()
+            ),
+        )
+        .with_hint("leave it out of the initramfs, or split it"));
+    }
+    Ok(Source::from_metadata(path.to_path_buf(), meta))
 }

@@ -30,7 +30,19 @@ impl fmt::Display for Priority {
 
 /// Which dlopen dependencies to include: those of this priority or a more
 /// important one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Deserialize,
+    schemars::JsonSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum DlopenLevel {
     /// Read no `.note.dlopen` notes.
     None,

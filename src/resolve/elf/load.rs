@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::dlopen;
-use super::parse::{self, Abi, Elf, HeadFile, DF_1_NODEFLIB};
-use super::search;
-use super::{
+use super::model::{
     Alias, BinaryRequest, Edge, ElfOptions, How, Object, ObjectKind, Problem, RequestKind,
 };
+use super::parse::{self, Abi, Elf, HeadFile, DF_1_NODEFLIB};
+use super::search;
 use crate::resolve::sysroot::{Node, Sysroot, Walk};
 
 /// How many `#!` interpreters may be stacked (the kernel allows 4 levels).

@@ -15,7 +15,6 @@
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 pub const EM_SPARC: u16 = 2;
 pub const EM_386: u16 = 3;
@@ -74,17 +73,7 @@ const MAX_NOTE: u64 = 4 << 20;
 const MAX_STRING: usize = 64 << 10;
 const MAX_INTERP: u64 = 4096;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Class {
-    Elf32,
-    Elf64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Endian {
-    Little,
-    Big,
-}
+pub use super::fields::{Class, Endian};
 
 /// What decides whether two objects can live in one process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -274,15 +263,7 @@ impl HeadFile {
 
     pub fn new(file: File) -> io::Result<Self> {
         let mut head = vec![0u8; Self::HEAD];
-        let mut n = 0;
-        while n < head.len() {
-            match file.read_at(&mut head[n..], n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let n = crate::io::read_full_at(&file, &mut head, 0)?;
         head.truncate(n);
         let complete = n < Self::HEAD;
         Ok(HeadFile {
@@ -311,63 +292,11 @@ impl ReadAt for HeadFile {
         if end <= self.head.len() as u64 || self.complete {
             return self.head.as_slice().read_at(buf, offset);
         }
-        let mut n = 0;
-        while n < buf.len() {
-            match self.file.read_at(&mut buf[n..], offset + n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(n)
+        crate::io::read_full_at(&self.file, buf, offset)
     }
 }
 
-/// Field readers for one class and byte order.
-#[derive(Clone, Copy)]
-struct Fmt {
-    class: Class,
-    endian: Endian,
-}
-
-impl Fmt {
-    fn u16(self, b: &[u8], at: usize) -> u16 {
-        let a = [b[at], b[at + 1]];
-        match self.endian {
-            Endian::Little => u16::from_le_bytes(a),
-            Endian::Big => u16::from_be_bytes(a),
-        }
-    }
-    fn u32(self, b: &[u8], at: usize) -> u32 {
-        let a = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-        match self.endian {
-            Endian::Little => u32::from_le_bytes(a),
-            Endian::Big => u32::from_be_bytes(a),
-        }
-    }
-    fn u64(self, b: &[u8], at: usize) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[at..at + 8]);
-        match self.endian {
-            Endian::Little => u64::from_le_bytes(a),
-            Endian::Big => u64::from_be_bytes(a),
-        }
-    }
-    /// A word: 4 bytes in ELF32, 8 in ELF64.
-    fn word(self, b: &[u8], at: usize) -> u64 {
-        match self.class {
-            Class::Elf32 => self.u32(b, at) as u64,
-            Class::Elf64 => self.u64(b, at),
-        }
-    }
-    fn word_size(self) -> usize {
-        match self.class {
-            Class::Elf32 => 4,
-            Class::Elf64 => 8,
-        }
-    }
-}
+use super::fields::Fields as Fmt;
 
 #[derive(Clone, Copy, Debug)]
 struct Phdr {
@@ -379,6 +308,7 @@ struct Phdr {
 }
 
 /// Reads only the ELF header's identification and ABI (for quick checks).
+#[cfg(test)]
 pub fn parse_abi(bytes: &[u8]) -> Result<(Abi, u16), ParseError> {
     let (fmt, ehdr) = header(bytes)?;
     Ok((abi_of(fmt, &ehdr), fmt.u16(&ehdr, 16)))

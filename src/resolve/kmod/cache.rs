@@ -340,9 +340,9 @@ impl Check<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ko;
+    use super::super::scan::scan_tree;
     use super::*;
-    use crate::resolve::kmod::ko;
-    use crate::resolve::kmod::scan::scan_tree;
 
     fn tree() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::normalize_alias;
+use super::names::normalize_alias;
 use crate::resolve::root::Root;
 
 /// Where a configuration line is.

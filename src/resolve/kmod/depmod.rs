@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::index::{self, Index, IndexError};
 use super::ko::{self, uncompressed_name, KoInfo, SymbolTable};
-use super::normalize_alias;
+use super::names::normalize_alias;
 
 /// One module file of a tree.
 #[derive(Clone, Debug)]

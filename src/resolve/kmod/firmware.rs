@@ -39,12 +39,6 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| matches!(c, Component::Normal(_)))
 }
 
-/// Looks `name` up in the root. The kernel tries the plain name in every
-/// directory before a compressed variant in any.
-pub fn find(root: &Root, kver: &str, name: &str) -> Option<FirmwareFile> {
-    Search::new(root, kver).find(root, name)
-}
-
 /// The firmware directories of one root and kernel that exist, for many
 /// lookups: a name is looked for only where it can be.
 #[derive(Clone, Debug)]
@@ -112,7 +106,8 @@ mod tests {
             std::fs::write(r.join(p), b"fw").unwrap();
         }
         let root = Root::new(r);
-        let at = |n: &str| find(&root, "6.1.0", n).map(|f| f.image_path);
+        let search = Search::new(&root, "6.1.0");
+        let at = |n: &str| search.find(&root, n).map(|f| f.image_path);
         assert_eq!(
             at("vendor/a.bin").as_deref(),
             Some("lib/firmware/vendor/a.bin"),

@@ -61,7 +61,7 @@ pub fn modaliases(devices: &Path) -> std::io::Result<Vec<HostDevice>> {
 pub fn parse_proc_modules(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.split_whitespace().next())
-        .map(super::normalize_modname)
+        .map(super::names::normalize_modname)
         .collect()
 }
 

@@ -473,6 +473,7 @@ pub fn decompress(method: Compression, data: &[u8]) -> io::Result<Vec<u8>> {
 }
 
 /// Reads a module from memory (already decompressed).
+#[cfg(test)]
 pub fn parse_bytes(data: &[u8]) -> io::Result<KoInfo> {
     Reader::default().own_table(|r, t| r.parse(Src::Mem(data), t))
 }
@@ -493,7 +494,7 @@ pub struct Reader {
     ids: Vec<u32>,
     mark: Vec<u32>,
     serial: u32,
-    /// The directory of the last module read with [`Reader::read_in`].
+    /// The directory of the last module read with [`Reader::read_raw_in`].
     dir: Option<(PathBuf, OwnedFd)>,
 }
 
@@ -589,42 +590,16 @@ impl<'a> Src<'a> {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Elf {
-    is64: bool,
-    le: bool,
+use crate::resolve::elf::Fields as Elf;
+
+/// The fields of a section header that matter here.
+trait Sections {
+    fn section(self, b: &[u8]) -> Shdr;
 }
 
-impl Elf {
-    fn u16(self, b: &[u8], o: usize) -> u16 {
-        let a = [b[o], b[o + 1]];
-        if self.le {
-            u16::from_le_bytes(a)
-        } else {
-            u16::from_be_bytes(a)
-        }
-    }
-    fn u32(self, b: &[u8], o: usize) -> u32 {
-        let a = [b[o], b[o + 1], b[o + 2], b[o + 3]];
-        if self.le {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        }
-    }
-    fn u64(self, b: &[u8], o: usize) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[o..o + 8]);
-        if self.le {
-            u64::from_le_bytes(a)
-        } else {
-            u64::from_be_bytes(a)
-        }
-    }
-
-    /// The fields of a section header that matter here.
+impl Sections for Elf {
     fn section(self, b: &[u8]) -> Shdr {
-        if self.is64 {
+        if self.is64() {
             Shdr {
                 name: self.u32(b, 0),
                 kind: self.u32(b, 4),
@@ -683,12 +658,8 @@ impl Reader {
 
     /// Reads the module `relpath` of the module directory `dir` (opened
     /// relative to its own directory, which stays open for the next module
-    /// of the same directory: a short path lookup instead of a long one).
-    pub fn read_in(&mut self, dir: &Path, relpath: &str) -> io::Result<KoInfo> {
-        self.own_table(|r, t| r.read_raw_in(dir, relpath, t))
-    }
-
-    /// [`Self::read_in`], numbering the symbols in `table`.
+    /// of the same directory: a short path lookup instead of a long one),
+    /// numbering the symbols in `table`.
     pub(crate) fn read_raw_in(
         &mut self,
         dir: &Path,
@@ -777,19 +748,9 @@ impl Reader {
         if &eh[..4] != b"\x7fELF" {
             return Err(invalid("not an ELF file"));
         }
-        let elf = Elf {
-            is64: match eh[4] {
-                1 => false,
-                2 => true,
-                _ => return Err(invalid("unknown ELF class")),
-            },
-            le: match eh[5] {
-                1 => true,
-                2 => false,
-                _ => return Err(invalid("unknown ELF byte order")),
-            },
-        };
-        let (shoff, shentsize, mut shnum, mut shstrndx) = if elf.is64 {
+        let elf = Elf::from_ident(eh[4], eh[5])
+            .ok_or_else(|| invalid("unknown ELF class or byte order"))?;
+        let (shoff, shentsize, mut shnum, mut shstrndx) = if elf.is64() {
             (
                 elf.u64(eh, 0x28),
                 elf.u16(eh, 0x3a) as u64,
@@ -804,7 +765,7 @@ impl Reader {
                 elf.u16(eh, 0x32) as u64,
             )
         };
-        let min_ent = if elf.is64 { 64 } else { 40 };
+        let min_ent = if elf.is64() { 64 } else { 40 };
         if shentsize < min_ent || shoff == 0 {
             return Err(invalid("no section headers"));
         }
@@ -856,7 +817,7 @@ impl Reader {
 
         // Every symbol but the first (null) one: `__crc_` symbols are
         // local ones.
-        let symlen: u64 = if elf.is64 { 24 } else { 16 };
+        let symlen: u64 = if elf.is64() { 24 } else { 16 };
         let symtab_range = match symtab_h {
             Some(s) if s.size >= symlen => (s.offset + symlen, s.size / symlen * symlen - symlen),
             _ => (0, 0),
@@ -892,7 +853,7 @@ impl Reader {
         self.versions.clear();
         let has_symbols = symtab_h.is_some() && strtab_h.is_some();
         if has_symbols {
-            let shndx_at = if elf.is64 { 6 } else { 14 };
+            let shndx_at = if elf.is64() { 6 } else { 14 };
             for e in symtab.chunks_exact(symlen as usize) {
                 let off = elf.u32(e, 0) as usize;
                 let rest = strtab
@@ -907,7 +868,7 @@ impl Reader {
                     self.exports.push(until_nul(sym));
                 }
             }
-            let crclen = if elf.is64 { 8 } else { 4 };
+            let crclen = if elf.is64() { 8 } else { 4 };
             for c in versions.chunks_exact(64) {
                 self.versions.push(until_nul(&c[crclen..]));
             }

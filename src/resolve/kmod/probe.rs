@@ -11,7 +11,8 @@
 
 use std::collections::HashSet;
 
-use super::{normalize_alias, ModuleTree};
+use super::names::normalize_alias;
+use super::tree::ModuleTree;
 
 /// A module as libkmod pools it: by name, and by the alias it was found
 /// through.

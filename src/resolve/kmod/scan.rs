@@ -14,8 +14,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
+use super::error::KmodError;
 use super::ko::{self, KoInfo, Raw, Reader, SymbolTable};
-use super::KmodError;
 
 /// Modules read by one piece of work, before the next is taken.
 const CHUNK: usize = 8;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::host::HostScan;
 use super::probe::{Found, Reason, Step};
-use super::ModuleTree;
+use super::tree::ModuleTree;
 
 /// One request, as the caller describes it.
 pub struct Request<'a> {
@@ -33,16 +33,6 @@ pub struct Selected {
     pub tag: usize,
     /// Why, from the request down to this module.
     pub chain: String,
-    /// The selection's order: modprobe's load order within each request.
-    pub order: usize,
-}
-
-/// A name that resolved to something built into the kernel.
-#[derive(Clone, Debug)]
-pub struct Satisfied {
-    pub name: String,
-    pub tag: usize,
-    pub chain: String,
 }
 
 /// Something a request chose not to take, or could not.
@@ -56,10 +46,8 @@ pub struct Note {
 pub struct Selection<'t> {
     pub tree: &'t ModuleTree,
     pub modules: Vec<Selected>,
-    pub builtin: Vec<Satisfied>,
     pub notes: Vec<Note>,
     index: HashMap<String, usize>,
-    builtin_seen: HashMap<String, usize>,
 }
 
 /// Long modaliases (a CPU's lists every feature) cut for explanations.
@@ -85,10 +73,8 @@ impl<'t> Selection<'t> {
         Selection {
             tree,
             modules: Vec::new(),
-            builtin: Vec::new(),
             notes: Vec::new(),
             index: HashMap::new(),
-            builtin_seen: HashMap::new(),
         }
     }
 
@@ -237,19 +223,10 @@ impl<'t> Selection<'t> {
                         relpath: relpath.clone(),
                         tag: req.tag,
                         chain,
-                        order: self.modules.len(),
                     });
                 }
-                Step::Builtin { .. } => {
-                    if !self.builtin_seen.contains_key(n) {
-                        self.builtin_seen.insert(n.to_string(), self.builtin.len());
-                        self.builtin.push(Satisfied {
-                            name: n.to_string(),
-                            tag: req.tag,
-                            chain,
-                        });
-                    }
-                }
+                // Built into the kernel: nothing to take.
+                Step::Builtin { .. } => {}
                 Step::Install { command, .. } => {
                     self.notes.push(Note {
                         tag: req.tag,
@@ -265,7 +242,6 @@ impl<'t> Selection<'t> {
                                 relpath: m.relpath.clone(),
                                 tag: req.tag,
                                 chain,
-                                order: self.modules.len(),
                             });
                         }
                     }

@@ -1,17 +1,17 @@
 //! Atomic output: the archive is written to a temporary file in the target's
 //! directory and renamed into place only after it is complete (and synced).
 //! On any failure the temporary file is removed and an existing output is
-//! left as it was. `-` means standard output.
+//! left as it was. A stream (standard output, opened by the caller) is
+//! written in place.
 
 use std::fs::File;
-use std::io;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
 pub enum Output {
-    Stdout(File),
+    /// A stream the caller opened (standard output), written in order.
+    Stream { file: File, name: String },
     Atomic {
         temp: tempfile::NamedTempFile,
         target: PathBuf,
@@ -19,15 +19,16 @@ pub enum Output {
 }
 
 impl Output {
-    /// Opens `target` for writing; `-` is standard output.
-    pub fn create(target: &Path) -> Result<Output> {
-        if target == Path::new("-") {
-            let fd = io::stdout()
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|e| Error::io("<stdout>", e))?;
-            return Ok(Output::Stdout(File::from(fd)));
+    /// Writes to an open stream; `name` names it in messages.
+    pub fn stream(file: File, name: &str) -> Output {
+        Output::Stream {
+            file,
+            name: name.to_string(),
         }
+    }
+
+    /// Opens `target` for writing, through a temporary file beside it.
+    pub fn create(target: &Path) -> Result<Output> {
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -58,7 +59,7 @@ impl Output {
 
     pub fn file(&self) -> &File {
         match self {
-            Output::Stdout(f) => f,
+            Output::Stream { file, .. } => file,
             Output::Atomic { temp, .. } => temp.as_file(),
         }
     }
@@ -66,7 +67,7 @@ impl Output {
     /// A name for messages.
     pub fn name(&self) -> String {
         match self {
-            Output::Stdout(_) => "<stdout>".into(),
+            Output::Stream { name, .. } => name.clone(),
             Output::Atomic { target, .. } => target.display().to_string(),
         }
     }
@@ -75,10 +76,10 @@ impl Output {
     /// and syncs the directory so the rename itself is durable.
     pub fn commit(self, sync: bool) -> Result<()> {
         match self {
-            Output::Stdout(f) => {
+            Output::Stream { file, name } => {
                 // fsync on a pipe or terminal fails with EINVAL; that is fine.
-                if sync && f.metadata().map(|m| m.is_file()).unwrap_or(false) {
-                    f.sync_all().map_err(|e| Error::io("<stdout>", e))?;
+                if sync && file.metadata().map(|m| m.is_file()).unwrap_or(false) {
+                    file.sync_all().map_err(|e| Error::io(name, e))?;
                 }
                 Ok(())
             }

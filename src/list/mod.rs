@@ -14,45 +14,17 @@
 //!
 //! `export` goes the other way, from entries to a list.
 
-use std::collections::HashMap;
-use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
+mod compat;
+mod export;
+mod strict;
+mod syntax;
+
+pub use export::write_list;
+pub use syntax::{process_env, EnvLookup, ListOptions, ParsedList};
+
 use std::sync::Arc;
 
-use crate::entry::{
-    display_name, strip_leading_slash, DeviceKind, Entry, Kind, Origin, Source, PATH_MAX,
-};
-use crate::error::{Error, Result, Warning};
-
-/// How `${VAR}` in a list is looked up.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
-
-/// The process environment, for [`ListOptions::env`].
-pub fn process_env(name: &str) -> Option<OsString> {
-    std::env::var_os(name)
-}
-
-pub struct ListOptions<'a> {
-    /// Read exactly as gen_init_cpio does.
-    pub compat: bool,
-    pub env: EnvLookup<'a>,
-}
-
-impl Default for ListOptions<'_> {
-    fn default() -> Self {
-        ListOptions {
-            compat: false,
-            env: &process_env,
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-pub struct ParsedList {
-    pub entries: Vec<Entry>,
-    pub warnings: Vec<Warning>,
-}
+use crate::error::Result;
 
 /// Reads a list file's bytes; `file` names it in messages.
 pub fn parse(bytes: &[u8], file: &str, opts: &ListOptions) -> Result<ParsedList> {
@@ -64,60 +36,13 @@ pub fn parse(bytes: &[u8], file: &str, opts: &ListOptions) -> Result<ParsedList>
     }
 }
 
-const TYPES: [&str; 6] = ["file", "dir", "nod", "slink", "pipe", "sock"];
-
-/// The fields each entry type takes after the type word.
-fn field_names(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "file" => &["<name>", "<location>", "<mode>", "<uid>", "<gid>"],
-        "dir" | "pipe" | "sock" => &["<name>", "<mode>", "<uid>", "<gid>"],
-        "nod" => &[
-            "<name>",
-            "<mode>",
-            "<uid>",
-            "<gid>",
-            "<dev_type>",
-            "<maj>",
-            "<min>",
-        ],
-        "slink" => &["<name>", "<target>", "<mode>", "<uid>", "<gid>"],
-        _ => &[],
-    }
-}
-
-/// The kinds whose lines are just `<name> <mode> <uid> <gid>`.
-fn generic_kind(word: &str) -> Kind {
-    match word {
-        "pipe" => Kind::Pipe,
-        "sock" => Kind::Socket,
-        _ => Kind::Dir,
-    }
-}
-
-mod compat;
-mod export;
-mod strict;
-
-pub use export::write_list;
-
-/// Levenshtein distance, for "did you mean" hints.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::entry::{DeviceKind, Kind};
 
     fn env(name: &str) -> Option<OsString> {
         match name {

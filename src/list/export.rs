@@ -2,8 +2,9 @@
 
 use std::os::unix::ffi::OsStrExt;
 
-use crate::entry::{display_name, DeviceKind, Entry, Kind};
+use crate::entry::{DeviceKind, Entry, Kind};
 use crate::error::{Error, Result};
+use crate::path::escape;
 
 /// Bytes the list format cannot carry inside a field.
 fn unlistable(b: u8) -> bool {
@@ -16,7 +17,7 @@ fn list_field<'f>(entry: &Entry, what: &str, field: &'f [u8]) -> Result<&'f [u8]
             entry.origin.clone(),
             format!(
                 "{what} `{}` has {} at byte {i}, which a gen_init_cpio list cannot express",
-                display_name(field),
+                escape(field),
                 match field[i] {
                     b' ' => "a space",
                     b'\t' => "a tab",
@@ -32,7 +33,7 @@ fn list_field<'f>(entry: &Entry, what: &str, field: &'f [u8]) -> Result<&'f [u8]
             entry.origin.clone(),
             format!(
                 "{what} `{}` contains `${{`, which a list would expand",
-                display_name(field)
+                escape(field)
             ),
         ));
     }

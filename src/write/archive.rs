@@ -1,4 +1,4 @@
-//! Write: a [`Layout`] becomes archive bytes in an output file.
+//! One archive: a [`Layout`] becomes archive bytes in an output file.
 //!
 //! Headers, names and small files go through one buffer; the data of large
 //! files moves with copy_file_range, which shares extents (reflink) on XFS
@@ -7,12 +7,12 @@
 //! kernel, another filesystem) the writer falls back to read/write.
 
 use std::fs::File;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Write};
 use std::path::Path;
 
-use crate::cpio::header::{pad_to, TRAILER_NAME};
-use crate::entry::display_name;
+use crate::cpio::header::{checksum, pad_to, TRAILER_NAME};
 use crate::error::{Error, Result};
+use crate::io::read_full;
 use crate::plan::{Alignment, Data, Layout, Record};
 
 /// Files up to this size are read into the buffer instead of being copied
@@ -192,25 +192,6 @@ fn shrunk(path: &Path, len: u64) -> Error {
             format!("file is shorter than the {len} bytes it had when the build started"),
         ),
     )
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
-fn checksum(bytes: &[u8]) -> u32 {
-    bytes
-        .iter()
-        .fold(0u32, |sum, &b| sum.wrapping_add(b as u32))
 }
 
 /// Sums a file's bytes (for `070702`), reading it once.
@@ -406,7 +387,7 @@ fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>
     if sink.pos != record.data_offset() + size + pad_to(size, 4) {
         return Err(Error::usage(format!(
             "internal error: `{}` was written at the wrong place",
-            display_name(record.name)
+            crate::path::escape(record.name)
         )));
     }
     Ok(())

@@ -1,7 +1,17 @@
 //! The strict reader: gen_init_cpio's grammar, and an error with file,
 //! line and column wherever the kernel tool would silently do harm.
 
-use super::*;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::syntax::{field_names, generic_kind, EnvLookup, ParsedList, TYPES};
+use crate::entry::{DeviceKind, Entry, Kind, Origin, Source, PATH_MAX};
+use crate::error::{Error, Result, Warning};
+use crate::path::{escape, ImagePath};
+use crate::suggest::edit_distance;
 
 /// Blanks between fields: what sscanf skips, except the newline.
 fn is_blank(b: u8) -> bool {
@@ -104,7 +114,7 @@ pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<Pars
                         b.origin.clone(),
                         format!(
                             "`{}` is already in the archive (line {first_line})",
-                            display_name(&name)
+                            escape(&name)
                         ),
                     )
                     .with_hint("each name may appear once; remove one of the two lines"));
@@ -125,7 +135,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
             type_origin,
             format!(
                 "unknown entry type `{}`; gen_init_cpio would skip this line",
-                display_name(word)
+                escape(word)
             ),
         );
         let guess = std::str::from_utf8(word)
@@ -158,7 +168,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
         } else {
             format!(
                 "unexpected field `{}` (a `{kind_word}` line is: {kind_word} {})",
-                display_name(extra),
+                escape(extra),
                 wanted.join(" ")
             )
         };
@@ -167,7 +177,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
     }
     let f = |i: usize| line.field(i + 1);
     let (name_origin, raw_name) = f(0);
-    let name = check_name(&name_origin, raw_name)?;
+    let name = ImagePath::list(raw_name, &name_origin)?;
     let mut entry = match *kind_word {
         "file" => {
             let (loc_origin, location) = f(1);
@@ -181,7 +191,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
                         format!(
                             "`{}` is not a comment here: gen_init_cpio would create \
                              hardlinks named after each word that follows the gid",
-                            display_name(link)
+                            escape(link)
                         ),
                     )
                     .with_hint(
@@ -198,11 +208,11 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
                     .with_hint("start the name with `/`, or pass --compat to drop it as gen_init_cpio does"));
                 }
                 let link = expand_strict(&origin, link, env)?;
-                links.push(check_name(&origin, &link)?.to_vec());
+                links.push(ImagePath::list(&link, &origin)?);
             }
             let path = PathBuf::from(OsString::from_vec(location));
             Entry::new(
-                name.to_vec(),
+                name.clone(),
                 Kind::File {
                     source: Source::unresolved(path),
                     links,
@@ -225,7 +235,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
                 ));
             }
             Entry::new(
-                name.to_vec(),
+                name.clone(),
                 Kind::Symlink {
                     target: target.to_vec(),
                 },
@@ -243,7 +253,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
                         dev_origin,
                         format!(
                             "device type `{}` is neither `b` (block) nor `c` (character)",
-                            display_name(dev)
+                            escape(dev)
                         ),
                     ))
                 }
@@ -253,13 +263,13 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
             let (o, t) = f(6);
             let minor = number_u32(&o, t, "minor number")?;
             Entry::new(
-                name.to_vec(),
+                name.clone(),
                 Kind::Node { kind, major, minor },
                 0,
                 name_origin.clone(),
             )
         }
-        other => Entry::new(name.to_vec(), generic_kind(other), 0, name_origin.clone()),
+        other => Entry::new(name.clone(), generic_kind(other), 0, name_origin.clone()),
     };
     let mode_at = wanted.iter().position(|w| *w == "<mode>").unwrap_or(1);
     let (o, t) = f(mode_at);
@@ -272,37 +282,11 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
     Ok(entry)
 }
 
-fn check_name<'n>(origin: &Origin, raw: &'n [u8]) -> Result<&'n [u8]> {
-    let name = strip_leading_slash(raw);
-    if name.is_empty() {
-        return Err(Error::at(origin.clone(), "empty name")
-            .with_hint("name the entry inside the archive, e.g. /bin"));
-    }
-    if name.len() + 1 > PATH_MAX {
-        return Err(Error::at(
-            origin.clone(),
-            format!(
-                "name of {} bytes; the kernel skips entries whose name is longer than {} bytes",
-                name.len(),
-                PATH_MAX - 1
-            ),
-        ));
-    }
-    if name.split(|&b| b == b'/').any(|c| c == b"..") {
-        return Err(Error::at(
-            origin.clone(),
-            format!("`{}` contains a `..` component", display_name(raw)),
-        )
-        .with_hint("archive names must stay inside the image's root"));
-    }
-    Ok(name)
-}
-
 fn mode(origin: &Origin, text: &[u8]) -> Result<u32> {
     let bad = || {
         Error::at(
             origin.clone(),
-            format!("mode `{}` is not an octal number", display_name(text)),
+            format!("mode `{}` is not an octal number", escape(text)),
         )
         .with_hint("write permissions in octal, e.g. 0755")
     };
@@ -316,7 +300,7 @@ fn mode(origin: &Origin, text: &[u8]) -> Result<u32> {
             origin.clone(),
             format!(
                 "mode `{}` has bits beyond 07777; give only the permission bits",
-                display_name(text)
+                escape(text)
             ),
         )
         .with_hint("the entry type sets the file type bits"));
@@ -336,7 +320,7 @@ fn number_u32(origin: &Origin, text: &[u8], what: &str) -> Result<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Error::at(
             origin.clone(),
-            format!("{what} `{}` is not a decimal number", display_name(text)),
+            format!("{what} `{}` is not a decimal number", escape(text)),
         ));
     }
     s.parse::<u32>().map_err(|_| {
@@ -362,7 +346,7 @@ fn expand_strict(origin: &Origin, text: &[u8], env: EnvLookup) -> Result<Vec<u8>
                 let Some(value) = value else {
                     return Err(Error::at(
                         at,
-                        format!("environment variable `{}` is not set", display_name(var)),
+                        format!("environment variable `{}` is not set", escape(var)),
                     )
                     .with_hint(
                         "set it, or pass --compat to expand it to nothing as gen_init_cpio does",
@@ -392,8 +376,8 @@ fn warn_missing_parents(parsed: &mut ParsedList) {
                         message: format!(
                             "the directory `{}` is not listed before `{}`; the kernel \
                              drops entries whose parent is missing",
-                            display_name(parent),
-                            display_name(name)
+                            escape(parent),
+                            escape(name)
                         ),
                     });
                     // Say it once per directory.

@@ -2,7 +2,15 @@
 //! most LINE_SIZE - 1 bytes, the type is the first strtok token, and the
 //! fields are read with sscanf's conversions (%4096s, %o, %d, %c, %u).
 
-use super::*;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::syntax::{generic_kind, EnvLookup, ParsedList, TYPES};
+use crate::entry::{DeviceKind, Entry, Kind, Origin, Source, PATH_MAX};
+use crate::error::{Error, Result, Warning};
+use crate::path::{escape, ImagePath};
 
 const LINE_SIZE: usize = 2 * PATH_MAX + 50;
 
@@ -138,12 +146,7 @@ fn unrecognized(origin: Origin, kind: &str) -> Error {
 }
 
 fn entry(origin: &Origin, name: &[u8], kind: Kind, mode: u32, uid: u32, gid: u32) -> Entry {
-    let mut e = Entry::new(
-        strip_leading_slash(name).to_vec(),
-        kind,
-        mode,
-        origin.clone(),
-    );
+    let mut e = Entry::new(ImagePath::compat(name), kind, mode, origin.clone());
     e.uid = uid;
     e.gid = gid;
     e
@@ -162,7 +165,7 @@ fn handle(kind: &str, args: &[u8], origin: &Origin, env: EnvLookup) -> Result<En
             let mut links = Vec::new();
             if sc.pos < args.len() && is_graph(args[sc.pos]) {
                 while let Some(link) = sc.word() {
-                    links.push(strip_leading_slash(link).to_vec());
+                    links.push(ImagePath::compat(link));
                     sc.skip_space();
                     if !(sc.pos < args.len() && is_graph(args[sc.pos])) {
                         break;
@@ -317,7 +320,7 @@ pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<Pars
                 origin: Some(origin(start)),
                 message: format!(
                     "unknown file type `{}`; line skipped as gen_init_cpio does",
-                    display_name(&c[..type_end])
+                    escape(&c[..type_end])
                 ),
             }),
         }

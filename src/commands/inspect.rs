@@ -1,0 +1,35 @@
+//! `composer inspect`: the entries of any initrd.
+
+use std::path::PathBuf;
+
+use composer::error::Result;
+use composer::image::inspect::{self, InspectOptions};
+use composer::image::Keep;
+
+use super::ui;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The image (`-` for standard input).
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+    /// Show mode, links, owner, size, mtime (UTC) and data offset.
+    #[arg(short = 'l', long)]
+    pub long: bool,
+    /// Show the segments: offset, length, compression, size, entries.
+    #[arg(long)]
+    pub segments: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn exec(a: Args) -> Result<()> {
+    let opts = InspectOptions {
+        long: a.long,
+        segments: a.segments,
+        json: a.json,
+    };
+    let image = ui::open_image(&a.image, Keep::Listing)?;
+    ui::print(&inspect::render(&image, &opts)?)
+}

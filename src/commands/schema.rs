@@ -1,0 +1,12 @@
+//! `composer schema`: the manifest's JSON Schema.
+
+use composer::error::Result;
+
+use super::ui;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn exec(_: Args) -> Result<()> {
+    ui::print(&composer::manifest::schema_json())
+}

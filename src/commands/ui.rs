@@ -1,0 +1,93 @@
+//! What the commands print, and the standard streams they read and write:
+//! text on standard output (a closed pipe is not an error), warnings on
+//! standard error, `-` as standard input or output.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use composer::error::{Error, Result, Warning};
+use composer::write::{BuildReport, Output};
+
+/// Writes finished text to standard output.
+pub fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("<stdout>", e)),
+        _ => Ok(()),
+    }
+}
+
+pub fn warn(w: &impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "composer: warning: {w}");
+}
+
+pub fn warnings(ws: &[Warning]) {
+    for w in ws {
+        warn(w);
+    }
+}
+
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "composer: note: {text}");
+}
+
+/// A build's warnings, then its alignment misses in gen_init_cpio's own
+/// words (so scripts that look for them still work).
+pub fn build_report(report: &BuildReport) {
+    warnings(&report.warnings);
+    let mut err = std::io::stderr().lock();
+    for (name, align) in &report.misses {
+        let _ = writeln!(
+            err,
+            "{}: best-effort alignment {align} missed",
+            composer::path::escape(name)
+        );
+    }
+}
+
+/// Where an archive goes: a file (atomically) or, for `-`, standard output.
+pub fn output(target: &Path) -> Result<Output> {
+    if target == Path::new("-") {
+        let fd = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io("<stdout>", e))?;
+        return Ok(Output::stream(std::fs::File::from(fd), "<stdout>"));
+    }
+    Output::create(target)
+}
+
+/// Writes `bytes` to `target` atomically, or to standard output.
+pub fn emit(bytes: &[u8], target: Option<&Path>) -> Result<()> {
+    let out = output(target.unwrap_or(Path::new("-")))?;
+    let mut f = out.file();
+    f.write_all(bytes).map_err(|e| Error::io(out.name(), e))?;
+    out.commit(false)
+}
+
+/// The bytes of `path`, or of standard input for `-`, and the name to
+/// show for it; `what` says what it is in messages.
+pub fn read_input(path: &Path, what: &str) -> Result<(Vec<u8>, String)> {
+    if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        return Ok((buf, "<stdin>".to_string()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::usage(format!("cannot read the {what} `{}`: {e}", path.display()))
+            .with_hint(format!("check the path of the {what} file"))
+    })?;
+    Ok((bytes, path.display().to_string()))
+}
+
+/// Opens an image (`-`: standard input, read into memory).
+pub fn open_image(path: &Path, keep: composer::image::Keep) -> Result<composer::image::Image> {
+    if path == Path::new("-") {
+        let (bytes, _) = read_input(path, "image")?;
+        return Ok(composer::image::Image::from_bytes_with("-", bytes, keep));
+    }
+    composer::image::Image::open_with(path, keep)
+}

@@ -1,0 +1,30 @@
+//! What the binary and module rules add to the image before lowering turns
+//! it into entries, and the file mode a file without one of its own gets.
+
+use std::os::unix::fs::MetadataExt;
+
+use super::model::{Mode, ModeOrSource};
+use crate::entry::{Kind, Origin};
+
+/// A file or symlink a rule adds at `dest` (an image path, not yet
+/// normalised).
+pub(super) struct Added {
+    pub dest: Vec<u8>,
+    pub kind: Kind,
+    pub mode: u32,
+    pub origin: Origin,
+}
+
+/// `defaults.file_mode`: the mode of files that name none.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FileModes(pub ModeOrSource);
+
+impl FileModes {
+    /// A file's mode: its own, else the default, else its source's bits.
+    pub fn of(self, own: Option<Mode>, meta: &std::fs::Metadata) -> u32 {
+        match (own, self.0) {
+            (Some(m), _) | (None, ModeOrSource::Mode(m)) => m.0,
+            (None, ModeOrSource::Source) => meta.mode() & 0o7777,
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! A whole image planned: each segment's layout and where it starts.
+//!
+//! The layout follows the kernel's unpacker (init/initramfs.c):
+//! * an uncompressed archive starts at a 4-aligned file offset, and NULs
+//!   between segments are skipped;
+//! * data alignment counts from the start of the file: an uncompressed
+//!   segment after others starts at a multiple of the largest alignment its
+//!   files ask for, with zeros before it;
+//! * a compressed stream is followed by NULs up to a 4-byte boundary when
+//!   more follows; a legacy lz4 stream has no end marker, so four more NULs
+//!   (an empty block) end it;
+//! * alignment means nothing inside a compressed stream: its entries are
+//!   laid out in order, unpadded.
+
+use super::layout::{Layout, Options};
+use crate::compress::Compression;
+use crate::cpio::header::pad_to;
+use crate::entry::{AlignHint, Entry, Kind};
+use crate::policy::{AlignMode, Policy};
+use crate::spec::{ImageSpec, SegmentSpec};
+
+/// One segment as it will be written.
+pub struct PartLayout<'a> {
+    pub segment: &'a SegmentSpec,
+    /// An uncompressed segment starts at a multiple of this (its largest
+    /// data alignment, at least 4), so offsets inside it keep their
+    /// alignment in the image; 0 for a compressed segment.
+    pub start_align: u64,
+    /// Where it starts in the image; None after a compressed segment, whose
+    /// size is known only once written.
+    pub start: Option<u64>,
+    pub layout: Layout<'a>,
+}
+
+/// Every segment of an image, planned; what `composer plan` shows is what
+/// `composer build` writes.
+pub struct ImageLayout<'a> {
+    pub parts: Vec<PartLayout<'a>>,
+}
+
+/// The largest data alignment the files of a segment ask for.
+fn data_alignment(entries: &[Entry], default: u32) -> u32 {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let Kind::File { source, .. } = &e.kind else {
+                return None;
+            };
+            let a = match e.align {
+                AlignHint::Default => default,
+                AlignHint::Never => 0,
+                AlignHint::Bytes(n) => n,
+            };
+            (a > 0 && source.size > a as u64).then_some(a)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// NULs between the end of one segment at `pos` and the start of the next
+/// (`next_align`: 0 for a compressed segment).
+pub fn gap_before(pos: u64, prev: Option<Compression>, next_align: u64) -> u64 {
+    let mut pad = pad_to(pos, 4);
+    if prev == Some(Compression::Lz4) {
+        // The kernel's lz4 decoder reads a 4-byte size after the last block.
+        pad += 4;
+    }
+    let at = pos + pad;
+    pad + pad_to(at, next_align.max(4))
+}
+
+/// How the entries of `segment` are planned under `policy`.
+fn options(segment: &SegmentSpec, policy: &Policy) -> Options {
+    if segment.compression == Compression::None {
+        Options {
+            policy: *policy,
+            hints: true,
+        }
+    } else {
+        Options {
+            policy: Policy {
+                align: 0,
+                mode: AlignMode::GenInitCpio,
+                ..*policy
+            },
+            hints: false,
+        }
+    }
+}
+
+/// Plans every segment; starts are known up to the first compressed one.
+pub fn plan(spec: &ImageSpec) -> ImageLayout<'_> {
+    let mut pos = Some(0u64);
+    let mut prev: Option<Compression> = None;
+    let parts = spec
+        .segments
+        .iter()
+        .map(|segment| {
+            let opts = options(segment, &spec.policy);
+            let layout = super::archive::plan(&segment.entries, &opts);
+            let start_align = match segment.compression {
+                Compression::None => {
+                    data_alignment(&segment.entries, spec.policy.align).max(4) as u64
+                }
+                _ => 0,
+            };
+            let start = pos.map(|p| p + gap_before(p, prev, start_align));
+            pos = match (start, segment.compression) {
+                (Some(s), Compression::None) => Some(s + layout.size),
+                _ => None,
+            };
+            prev = Some(segment.compression);
+            PartLayout {
+                segment,
+                start_align,
+                start,
+                layout,
+            }
+        })
+        .collect();
+    ImageLayout { parts }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::test_file as file;
+    use super::*;
+
+    #[test]
+    fn alignment_of_a_segment() {
+        let big = file("big", 100_000);
+        let mut own = big.clone();
+        own.align = AlignHint::Bytes(65536);
+        assert_eq!(data_alignment(std::slice::from_ref(&big), 4096), 4096);
+        assert_eq!(data_alignment(&[big.clone(), own], 4096), 65536);
+        assert_eq!(data_alignment(&[big], 0), 0);
+    }
+}

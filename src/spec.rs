@@ -1,0 +1,127 @@
+//! The image spec: what lowering a manifest or reading a list produces,
+//! and the one value planning starts from.
+//!
+//! An image is a sequence of segments, each a complete newc archive,
+//! uncompressed or compressed on its own (an uncompressed early segment
+//! with CPU microcode, then a compressed main one, as distributions ship
+//! initrds). Every segment carries its entries in archive order, with the
+//! parent directories of its entries, so that each extracts on its own.
+//! The [`Policy`] says how every segment is laid out.
+
+use crate::compress::{Compression, EncodeOptions};
+use crate::entry::{Entry, Kind};
+use crate::error::Warning;
+use crate::policy::Policy;
+use crate::resolve::elf::Resolution;
+
+/// The segment that takes every entry no other segment takes.
+pub const MAIN: &str = "main";
+/// The segment `[early]`'s files go to.
+pub const EARLY: &str = "early";
+
+/// One archive of the image.
+#[derive(Debug)]
+pub struct SegmentSpec {
+    pub name: String,
+    pub compression: Compression,
+    /// None: the method's default.
+    pub level: Option<i32>,
+    /// Encoder threads; 0: one per CPU.
+    pub threads: u32,
+    pub entries: Vec<Entry>,
+    /// How many of the first entries are `[early]`'s own (microcode, ACPI
+    /// tables, their directories) rather than the manifest's.
+    pub early: usize,
+}
+
+impl SegmentSpec {
+    /// An empty uncompressed segment.
+    pub fn new(name: &str, compression: Compression) -> SegmentSpec {
+        SegmentSpec {
+            name: name.to_string(),
+            compression,
+            level: None,
+            threads: 0,
+            entries: Vec::new(),
+            early: 0,
+        }
+    }
+
+    /// The encoder options for this segment on a machine with `cpus` CPUs.
+    /// By default at least two threads: multi-threaded zstd and xz write the
+    /// same bytes for any number of threads, but not the same as with one,
+    /// so the image does not depend on the machine that builds it.
+    pub fn encode_options(&self, cpus: u32) -> EncodeOptions {
+        let threads = match self.threads {
+            0 => cpus.max(2),
+            n => n,
+        };
+        EncodeOptions {
+            method: self.compression,
+            level: self.level,
+            threads,
+        }
+    }
+}
+
+/// A whole image, before planning.
+#[derive(Debug)]
+pub struct ImageSpec {
+    /// In image order; never empty.
+    pub segments: Vec<SegmentSpec>,
+    pub policy: Policy,
+    /// What lowering or reading found worth saying.
+    pub warnings: Vec<Warning>,
+    /// How `binaries` were resolved, for `composer why`.
+    pub elf: Option<Resolution>,
+    /// Files composer made for the image (concatenated microcode), kept
+    /// until the image is written.
+    pub(crate) _scratch: Option<tempfile::TempDir>,
+}
+
+impl ImageSpec {
+    /// One uncompressed archive of `entries`.
+    pub fn plain(entries: Vec<Entry>, policy: Policy) -> ImageSpec {
+        let mut main = SegmentSpec::new(MAIN, Compression::None);
+        main.entries = entries;
+        ImageSpec {
+            segments: vec![main],
+            policy,
+            warnings: Vec::new(),
+            elf: None,
+            _scratch: None,
+        }
+    }
+
+    /// Whether the image is one uncompressed archive without early files.
+    pub fn is_plain(&self) -> bool {
+        matches!(self.segments.as_slice(), [s] if s.compression == Compression::None && s.early == 0)
+    }
+
+    /// Every entry of every segment, in image order, each name once (a
+    /// directory that several segments carry is met in the first).
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        let mut seen = std::collections::HashSet::new();
+        self.segments
+            .iter()
+            .flat_map(|s| s.entries.iter())
+            .filter(move |e| e.kind != Kind::Dir || seen.insert(e.name.as_bytes()))
+    }
+
+    /// The entries the manifest or list itself asks for (without
+    /// `[early]`'s), each name once.
+    pub fn own_entries(&self) -> impl Iterator<Item = &Entry> {
+        let mut seen = std::collections::HashSet::new();
+        self.segments
+            .iter()
+            .flat_map(|s| s.entries[s.early..].iter())
+            .filter(move |e| e.kind != Kind::Dir || seen.insert(e.name.as_bytes()))
+    }
+
+    /// The files `[early]` adds, with their directories.
+    pub fn early_entries(&self) -> impl Iterator<Item = &Entry> {
+        self.segments
+            .iter()
+            .flat_map(|s| s.entries[..s.early].iter())
+    }
+}

@@ -1,0 +1,88 @@
+//! Write: an [`ImageLayout`] becomes the image, in one temporary file
+//! renamed into place at the end (or on a stream).
+//!
+//! * `archive`: one uncompressed archive, written by parallel writers at
+//!   its planned offsets, data moved with copy_file_range;
+//! * `compressed`: one archive encoded on the fly;
+//! * `output`: the atomic output file.
+
+mod archive;
+mod compressed;
+mod output;
+
+pub use archive::WriteStats;
+pub use output::Output;
+
+use std::fs::File;
+use std::io::Write;
+
+use crate::compress::Compression;
+use crate::error::{Error, Result, Warning};
+use crate::plan::{gap_before, Alignment, ImageLayout, Layout};
+
+/// What a build did, for the caller to report.
+#[derive(Debug, Default)]
+pub struct BuildReport {
+    pub warnings: Vec<Warning>,
+    /// (name, alignment) of each file whose alignment was missed.
+    pub misses: Vec<(Vec<u8>, u32)>,
+    pub stats: WriteStats,
+    /// The image's size in bytes.
+    pub size: u64,
+}
+
+fn zeros(out: &File, out_name: &str, n: u64) -> Result<()> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    let mut left = n;
+    let mut f = out;
+    while left > 0 {
+        let k = left.min(ZEROS.len() as u64) as usize;
+        f.write_all(&ZEROS[..k])
+            .map_err(|e| Error::io(out_name, e))?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+fn misses<'a>(layout: &'a Layout<'a>) -> impl Iterator<Item = (Vec<u8>, u32)> + 'a {
+    layout.records.iter().filter_map(|r| match r.alignment {
+        Alignment::Missed(a) => Some((r.name.to_vec(), a)),
+        _ => None,
+    })
+}
+
+/// Writes every segment in order into `out`, then commits it (fsync and
+/// rename when `sync`).
+pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<BuildReport> {
+    let name = out.name();
+    let file = out.file();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let writers = cpus.min(4) as usize;
+    let mut report = BuildReport::default();
+    let mut pos: u64 = 0;
+    let mut prev: Option<Compression> = None;
+    for part in &image.parts {
+        let segment = part.segment;
+        let pad = gap_before(pos, prev, part.start_align);
+        zeros(file, &name, pad)?;
+        pos += pad;
+        debug_assert!(part.start.is_none_or(|s| s == pos));
+        let layout = &part.layout;
+        report.warnings.extend(layout.warnings.iter().cloned());
+        if segment.compression == Compression::None {
+            let stats = archive::write_at(layout, file, &name, writers, pos)?;
+            report.stats.copy_file_range_bytes += stats.copy_file_range_bytes;
+            report.stats.buffered_bytes += stats.buffered_bytes;
+            report.stats.hole_bytes += stats.hole_bytes;
+            report.misses.extend(misses(layout));
+            pos += layout.size;
+        } else {
+            pos += compressed::write(layout, file, &name, &segment.encode_options(cpus))?;
+        }
+        prev = Some(segment.compression);
+    }
+    out.commit(sync)?;
+    report.stats.bytes = pos;
+    report.size = pos;
+    Ok(report)
+}
