@@ -11,6 +11,7 @@ mod md5;
 mod newc;
 mod support;
 
+mod architecture;
 mod book_reference;
 mod boot_list;
 mod elf_boot;
