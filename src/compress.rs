@@ -1,10 +1,12 @@
 //! Compression, in process: every method the kernel's initramfs unpacker
 //! knows, detected by the same two magic bytes it looks at.
 //!
-//! Decoding reads exactly one compressed stream from the start of a byte
-//! slice and reports how many input bytes it used, because an initrd is a
+//! Decoding reads exactly one compressed stream from the start of its
+//! [`Input`] (a byte slice, or a range of a file read with pread) and
+//! reports how many input bytes it used, because an initrd is a
 //! concatenation: whatever follows the stream (NULs, another archive,
-//! another stream) is the next segment. Encoding writes one stream, with
+//! another stream) is the next segment. Decoders hand out their output as
+//! it is read ([`stream`]); [`decode`] collects it, up to a limit. Encoding writes one stream, with
 //! the options the kernel's decoders need (zstd windows of at most 8 MiB,
 //! xz with CRC32 checks, lz4 in the legacy format of 8 MiB blocks).
 //!
@@ -156,27 +158,124 @@ impl Used {
     }
 }
 
-/// A `BufRead` over a slice that counts what it hands out.
-struct Counted<'a> {
-    rest: &'a [u8],
+/// Where a compressed stream is read from: a slice, or a file from an
+/// offset (pread, so the file position is untouched), through a buffer.
+/// Counts the bytes its reader consumes: after the decoder reports the
+/// end, that is the length of the stream.
+pub struct Input<'a> {
+    src: Src<'a>,
+    buf: Vec<u8>,
+    /// The unconsumed bytes: `buf[lo..hi]`, at source offset `at`.
+    lo: usize,
+    hi: usize,
+    at: u64,
     used: Used,
 }
 
-impl Read for Counted<'_> {
+enum Src<'a> {
+    Slice(&'a [u8]),
+    File(&'a std::fs::File),
+}
+
+impl<'a> Input<'a> {
+    const CHUNK: usize = 256 << 10;
+
+    pub fn slice(bytes: &'a [u8]) -> Input<'a> {
+        Input {
+            src: Src::Slice(bytes),
+            buf: Vec::new(),
+            lo: 0,
+            hi: 0,
+            at: 0,
+            used: Used::default(),
+        }
+    }
+
+    /// The file's bytes from `offset` to its end.
+    pub fn file(file: &'a std::fs::File, offset: u64) -> Input<'a> {
+        Input {
+            src: Src::File(file),
+            buf: vec![0; Self::CHUNK],
+            lo: 0,
+            hi: 0,
+            at: offset,
+            used: Used::default(),
+        }
+    }
+
+    /// Up to `n` bytes from the current position (fewer at the end),
+    /// without consuming them.
+    pub fn peek(&mut self, n: usize) -> io::Result<&[u8]> {
+        if let Src::Slice(s) = self.src {
+            let start = (self.at as usize).min(s.len());
+            return Ok(&s[start..s.len().min(start + n)]);
+        }
+        while self.hi - self.lo < n {
+            if self.lo > 0 {
+                self.buf.copy_within(self.lo..self.hi, 0);
+                (self.lo, self.hi) = (0, self.hi - self.lo);
+            }
+            if self.hi == self.buf.len() {
+                self.buf.resize(self.buf.len().max(n) * 2, 0);
+            }
+            let Src::File(f) = self.src else { break };
+            let got = crate::io::read_full_at(
+                f,
+                &mut self.buf[self.hi..],
+                self.at + (self.hi - self.lo) as u64,
+            )?;
+            if got == 0 {
+                break;
+            }
+            self.hi += got;
+        }
+        Ok(&self.buf[self.lo..self.hi.min(self.lo + n)])
+    }
+
+    /// Reads exactly `buf.len()` bytes, or fails at the end of the input.
+    fn take_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            let avail = self.fill_buf()?;
+            if avail.is_empty() {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let k = avail.len().min(buf.len() - done);
+            buf[done..done + k].copy_from_slice(&avail[..k]);
+            self.consume(k);
+            done += k;
+        }
+        Ok(())
+    }
+}
+
+impl Read for Input<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.rest.len().min(buf.len());
-        buf[..n].copy_from_slice(&self.rest[..n]);
+        let avail = self.fill_buf()?;
+        let n = avail.len().min(buf.len());
+        buf[..n].copy_from_slice(&avail[..n]);
         self.consume(n);
         Ok(n)
     }
 }
 
-impl BufRead for Counted<'_> {
+impl BufRead for Input<'_> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        Ok(self.rest)
+        match self.src {
+            Src::Slice(s) => Ok(&s[(self.at as usize).min(s.len())..]),
+            Src::File(f) => {
+                if self.lo == self.hi {
+                    (self.lo, self.hi) = (0, crate::io::read_full_at(f, &mut self.buf, self.at)?);
+                }
+                Ok(&self.buf[self.lo..self.hi])
+            }
+        }
     }
     fn consume(&mut self, n: usize) {
-        self.rest = &self.rest[n..];
+        if let Src::File(_) = self.src {
+            self.lo += n;
+        }
+        self.at += n as u64;
         self.used.add(n);
     }
 }
@@ -194,40 +293,37 @@ fn drain(mut r: impl Read, out: &mut Vec<u8>) -> Result<(), DecodeError> {
 /// the length of the stream.
 pub fn stream<'a>(
     method: Compression,
-    input: &'a [u8],
+    mut input: Input<'a>,
 ) -> Result<(Box<dyn Read + 'a>, Used), DecodeError> {
-    let used = Used::default();
-    let src = Counted {
-        rest: input,
-        used: used.clone(),
-    };
+    let used = input.used.clone();
     let fail = |message: &str| DecodeError {
         produced: 0,
         message: message.to_string(),
     };
     let reader: Box<dyn Read + 'a> = match method {
-        Compression::None => Box::new(src),
+        Compression::None => Box::new(input),
         Compression::Gzip => {
-            if input.get(1) == Some(&0x9e) {
+            let magic = input.peek(2).map_err(|e| fail(&e.to_string()))?;
+            if magic.get(1) == Some(&0x9e) {
                 return Err(fail(
                     "old-style gzip (magic 1f 9e) is not supported; recompress with gzip",
                 ));
             }
-            Box::new(flate2::bufread::GzDecoder::new(src))
+            Box::new(flate2::bufread::GzDecoder::new(input))
         }
-        Compression::Bzip2 => Box::new(bzip2::bufread::BzDecoder::new(src)),
-        Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new(src)),
+        Compression::Bzip2 => Box::new(bzip2::bufread::BzDecoder::new(input)),
+        Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new(input)),
         Compression::Lzma => {
             let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
                 .map_err(|e| fail(&e.to_string()))?;
-            Box::new(liblzma::bufread::XzDecoder::new_stream(src, stream))
+            Box::new(liblzma::bufread::XzDecoder::new_stream(input, stream))
         }
         Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::with_buffer(src)
+            zstd::stream::read::Decoder::with_buffer(input)
                 .map_err(|e| fail(&e.to_string()))?
                 .single_frame(),
         ),
-        Compression::Lz4 => Box::new(Lz4Legacy::new(input, used.clone())?),
+        Compression::Lz4 => Box::new(Lz4Legacy::new(input)?),
         Compression::Lzo => {
             return Err(fail(
                 "lzo-compressed segments cannot be read by composer; \
@@ -238,17 +334,27 @@ pub fn stream<'a>(
     Ok((reader, used))
 }
 
-/// Decodes the one stream of method `method` at the start of `input`.
-pub fn decode(method: Compression, input: &[u8]) -> Result<Decoded, DecodeError> {
+/// Decodes the one stream of method `method` at the start of `input`,
+/// refusing more than `limit` bytes of output.
+pub fn decode(method: Compression, input: &[u8], limit: usize) -> Result<Decoded, DecodeError> {
     if method == Compression::None {
         return Ok(Decoded {
             data: input.to_vec(),
             consumed: input.len(),
         });
     }
-    let (mut reader, used) = stream(method, input)?;
+    let (mut reader, used) = stream(method, Input::slice(input))?;
     let mut data = Vec::new();
-    drain(&mut reader, &mut data)?;
+    drain(
+        (&mut reader).take((limit as u64).saturating_add(1)),
+        &mut data,
+    )?;
+    if data.len() > limit {
+        return Err(DecodeError {
+            produced: data.len(),
+            message: format!("the stream decompresses to more than {limit} bytes"),
+        });
+    }
     drop(reader);
     let consumed = used.get();
     if consumed == 0 {
@@ -264,10 +370,10 @@ pub fn decode(method: Compression, input: &[u8]) -> Result<Decoded, DecodeError>
 /// length (padding follows), or fewer than 4 bytes remain. A repeated
 /// magic is skipped, so `lz4 -l` output concatenated still reads.
 struct Lz4Legacy<'a> {
-    input: &'a [u8],
-    /// Where the next block's length is.
-    pos: usize,
-    used: Used,
+    input: Input<'a>,
+    /// Stream offset of the next block's length, for messages.
+    pos: u64,
+    chunk: Vec<u8>,
     block: Vec<u8>,
     /// The decoded block's unread bytes.
     ready: std::ops::Range<usize>,
@@ -275,60 +381,67 @@ struct Lz4Legacy<'a> {
 }
 
 impl<'a> Lz4Legacy<'a> {
-    fn new(input: &'a [u8], used: Used) -> Result<Self, DecodeError> {
-        let r = Lz4Legacy {
+    fn new(mut input: Input<'a>) -> Result<Self, DecodeError> {
+        let bad = DecodeError {
+            produced: 0,
+            message: "not a legacy lz4 stream (lz4 -l): bad magic".into(),
+        };
+        if Self::le32(&mut input).ok().flatten() != Some(LZ4_LEGACY_MAGIC) {
+            return Err(bad);
+        }
+        input.consume(4);
+        Ok(Lz4Legacy {
             input,
             pos: 4,
-            used,
+            chunk: Vec::new(),
             block: Vec::new(),
             ready: 0..0,
             done: false,
-        };
-        if r.le32(0) != Some(LZ4_LEGACY_MAGIC) {
-            return Err(DecodeError {
-                produced: 0,
-                message: "not a legacy lz4 stream (lz4 -l): bad magic".into(),
-            });
-        }
-        r.used.add(4);
-        Ok(r)
+        })
     }
 
-    fn le32(&self, at: usize) -> Option<u32> {
-        self.input
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    /// The next 4 bytes as a little-endian number, not consumed.
+    fn le32(input: &mut Input) -> io::Result<Option<u32>> {
+        let b = input.peek(4)?;
+        Ok((b.len() == 4).then(|| u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
     }
 
     /// Decodes the next block; false at the end of the stream.
     fn next_block(&mut self) -> io::Result<bool> {
         let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
         loop {
-            let Some(len) = self.le32(self.pos) else {
+            let Some(len) = Self::le32(&mut self.input)? else {
                 return Ok(false);
             };
             if len == LZ4_LEGACY_MAGIC {
+                self.input.consume(4);
                 self.pos += 4;
-                self.used.add(4);
                 continue;
             }
             if len == 0 {
                 return Ok(false);
             }
             let (pos, len) = (self.pos, len as usize);
-            let Some(chunk) = self.input.get(pos + 4..pos + 4 + len) else {
+            // A block compresses at most 8 MiB: its length cannot be more
+            // than lz4's bound for that.
+            if len > LZ4_LEGACY_BLOCK + LZ4_LEGACY_BLOCK / 255 + 16 {
                 return Err(bad(format!(
-                    "lz4 block at stream offset {pos} claims {len} bytes; only {} remain",
-                    self.input.len() - pos - 4
+                    "lz4 block at stream offset {pos} claims {len} bytes, more than a block can take"
                 )));
-            };
+            }
+            self.input.consume(4);
+            self.chunk.resize(len, 0);
+            self.input.take_exact(&mut self.chunk).map_err(|_| {
+                bad(format!(
+                    "lz4 block at stream offset {pos} claims {len} bytes; fewer remain"
+                ))
+            })?;
             if self.block.is_empty() {
                 self.block = vec![0u8; LZ4_LEGACY_BLOCK];
             }
-            let n = lz4_flex::block::decompress_into(chunk, &mut self.block)
+            let n = lz4_flex::block::decompress_into(&self.chunk, &mut self.block)
                 .map_err(|e| bad(format!("lz4 block at stream offset {pos}: {e}")))?;
-            self.pos += 4 + len;
-            self.used.add(4 + len);
+            self.pos += 4 + len as u64;
             self.ready = 0..n;
             return Ok(true);
         }
@@ -595,7 +708,7 @@ mod tests {
         assert_eq!(Compression::detect(&out), Some(method));
         // Trailing bytes after the stream are left for the next segment.
         out.extend_from_slice(b"\0\0\0\x00070701");
-        let d = decode(method, &out).expect("decode");
+        let d = decode(method, &out, usize::MAX).expect("decode");
         assert_eq!(d.data, input);
         assert_eq!(&out[d.consumed..], b"\0\0\0\x00070701", "{method}");
     }
@@ -622,7 +735,7 @@ mod tests {
             threads: 2,
         };
         encode(&opts, &mut &input[..], &mut out).unwrap();
-        let d = decode(Compression::Lz4, &out).unwrap();
+        let d = decode(Compression::Lz4, &out, usize::MAX).unwrap();
         assert_eq!(d.data.len(), input.len());
         assert_eq!(d.consumed, out.len());
     }
@@ -661,7 +774,7 @@ mod tests {
             };
             encode(&opts, &mut &input[..], &mut out).unwrap();
             out.truncate(out.len() / 2);
-            assert!(decode(m, &out).is_err(), "{m}");
+            assert!(decode(m, &out, usize::MAX).is_err(), "{m}");
         }
     }
 }

@@ -51,6 +51,8 @@ pub struct Source {
     /// the writer can tell it opened the same file.
     pub dev: u64,
     pub ino: u64,
+    /// The path itself was not a symlink: open it with O_NOFOLLOW.
+    pub nofollow: bool,
 }
 
 impl Source {
@@ -61,18 +63,22 @@ impl Source {
             mtime: 0,
             dev: 0,
             ino: 0,
+            nofollow: false,
         }
     }
 
-    /// The source as `meta` (a stat of `path`) describes it.
+    /// The source as `meta` (a stat of `path`, following a symlink)
+    /// describes it.
     pub fn from_metadata(path: PathBuf, meta: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;
+        let nofollow = std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink());
         Source {
             path,
             size: meta.len(),
             mtime: meta.mtime(),
             dev: meta.dev(),
             ino: meta.ino(),
+            nofollow,
         }
     }
 }

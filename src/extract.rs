@@ -21,16 +21,16 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::Write;
+use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
-use crate::cpio::checksum;
 use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
 use crate::error::{Error, Result};
+use crate::image::tree::{Kind, Missing, Tree, ROOT};
 use crate::image::Image;
 use crate::path::escape;
 
@@ -50,15 +50,18 @@ pub struct ExtractReport {
 /// The kernel's hardlink key: devmajor, devminor, ino, file type.
 type LinkKey = (u32, u32, u32, u32);
 
+/// An entry whose data is written: its segment and its index there.
+type DataOf = (usize, usize);
+
 #[derive(Debug)]
 enum Op<'a> {
     Dir,
-    File(&'a [u8]),
+    File(Option<DataOf>),
     /// A further name of the file created at `first`, with the data this
     /// entry carries (if any).
     Link {
         first: Vec<u8>,
-        data: &'a [u8],
+        data: Option<DataOf>,
     },
     Symlink(&'a [u8]),
     Node {
@@ -80,13 +83,14 @@ struct Action<'a> {
     replace: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Node {
-    Dir,
-    Symlink,
-    /// A regular file, numbered so a hardlink knows it is still the same.
-    File(usize),
-    Other,
+impl Action<'_> {
+    /// The entry whose data this action writes.
+    fn data(&self) -> Option<DataOf> {
+        match &self.op {
+            Op::File(d) | Op::Link { data: d, .. } => *d,
+            _ => None,
+        }
+    }
 }
 
 struct Plan<'a> {
@@ -106,8 +110,9 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
     if let Some(e) = image.fault_error() {
         return Err(e.with_hint("nothing was extracted; `composer verify IMAGE` explains"));
     }
-    let mut nodes: HashMap<Vec<u8>, Node> = HashMap::new();
-    let mut links: HashMap<LinkKey, (Vec<u8>, usize)> = HashMap::new();
+    let mut tree = Tree::new();
+    // The first name of each hardlink group: its path, its node, its number.
+    let mut links: HashMap<LinkKey, (Vec<u8>, usize, usize)> = HashMap::new();
     let mut plan = Plan {
         actions: Vec::new(),
         root: None,
@@ -115,8 +120,7 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
     };
     let mut files = 0usize;
     for seg in &image.segments {
-        let data = image.data(seg);
-        for e in &seg.entries {
+        for (index, e) in seg.entries.iter().enumerate() {
             let place = image.place(seg, e.offset);
             let shown = escape(&e.name);
             let mut warn = |m: String| plan.warnings.push(format!("{place}: `{shown}`: {m}"));
@@ -130,8 +134,8 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
             }
             let h = &e.header;
             let kind = h.mode & S_IFMT;
-            let body = &data[e.data.clone()];
-            if kind == S_IFREG && h.crc && checksum(body) != h.check {
+            let data = (!e.data.is_empty()).then_some((seg.index, index));
+            if kind == S_IFREG && h.crc && e.sum.is_some_and(|sum| sum != h.check) {
                 return Err(refuse(
                     image,
                     place,
@@ -175,52 +179,43 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
             }
             // Parents: they must exist as directories the archive made, and
             // no component may be a symlink.
-            let mut parent_ok = true;
-            for i in 1..parts.len() {
-                let p = parts[..i].join(&b'/');
-                match nodes.get(&p) {
-                    Some(Node::Dir) => {}
-                    Some(Node::Symlink) => {
-                        return Err(refuse(
-                            image,
-                            place,
-                            format!(
-                                "`{shown}` would be written through `{}`, a symlink the archive \
-                                 created",
-                                escape(&p)
-                            ),
-                        ))
-                    }
-                    Some(_) => {
-                        warn(format!(
-                            "`{}` is not a directory; not extracted (the kernel drops it too)",
+            let (last, parents) = parts.split_last().expect("not empty");
+            let dir = match tree.dir(ROOT, parents.iter().copied(), false) {
+                Ok(d) => d,
+                Err(Missing::Symlink(p)) => {
+                    return Err(refuse(
+                        image,
+                        place,
+                        format!(
+                            "`{shown}` would be written through `{}`, a symlink the archive \
+                             created",
                             escape(&p)
-                        ));
-                        parent_ok = false;
-                        break;
-                    }
-                    None => {
-                        warn(format!(
-                            "parent directory `{}` is not in the image before it; not \
-                             extracted (the kernel drops it too)",
-                            escape(&p)
-                        ));
-                        parent_ok = false;
-                        break;
-                    }
+                        ),
+                    ))
                 }
-            }
-            if !parent_ok {
-                continue;
-            }
+                Err(Missing::NotDir(p)) => {
+                    warn(format!(
+                        "`{}` is not a directory; not extracted (the kernel drops it too)",
+                        escape(&p)
+                    ));
+                    continue;
+                }
+                Err(Missing::NotFound(p)) => {
+                    warn(format!(
+                        "parent directory `{}` is not in the image before it; not \
+                         extracted (the kernel drops it too)",
+                        escape(&p)
+                    ));
+                    continue;
+                }
+                Err(Missing::Loop) => unreachable!("symlinks are not followed"),
+            };
             let path = parts.join(&b'/');
-            let before = nodes.get(&path).cloned();
+            let existing = tree.child(dir, last);
+            let before = existing.map(|id| tree.kind(id).clone());
             let op = match kind {
                 S_IFDIR => Op::Dir,
-                S_IFLNK => {
-                    let t = &body[..body.iter().position(|&b| b == 0).unwrap_or(body.len())];
-                    Op::Symlink(t)
-                }
+                S_IFLNK => Op::Symlink(crate::image::inspect::target(e)),
                 S_IFREG => {
                     let key = (h.devmajor, h.devminor, h.ino, kind);
                     let first = if h.nlink >= 2 {
@@ -229,8 +224,8 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                         None
                     };
                     match first {
-                        Some((first, id)) if first != path => {
-                            if nodes.get(&first) != Some(&Node::File(id)) {
+                        Some((first, node, id)) if first != path => {
+                            if tree.kind(node) != &Kind::File(id) {
                                 return Err(refuse(
                                     image,
                                     place,
@@ -241,14 +236,9 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                                     ),
                                 ));
                             }
-                            Op::Link { first, data: body }
+                            Op::Link { first, data }
                         }
-                        _ => {
-                            if h.nlink >= 2 {
-                                links.insert(key, (path.clone(), files));
-                            }
-                            Op::File(body)
-                        }
+                        _ => Op::File(data),
                     }
                 }
                 S_IFCHR | S_IFBLK => {
@@ -275,20 +265,22 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                 }
             };
             let node = match &op {
-                Op::Dir => Node::Dir,
-                Op::Symlink(_) => Node::Symlink,
+                Op::Dir => Kind::Dir,
+                Op::Symlink(t) => Kind::Symlink(t.to_vec()),
                 Op::File(_) => {
                     files += 1;
-                    Node::File(files - 1)
+                    Kind::File(files - 1)
                 }
-                Op::Link { first, .. } => nodes.get(first).cloned().unwrap_or(Node::Other),
-                Op::Node { .. } => Node::Other,
+                Op::Link { first, .. } => links
+                    .get(&(h.devmajor, h.devminor, h.ino, kind))
+                    .filter(|(p, _, _)| p == first)
+                    .map_or(Kind::Other, |(_, n, _)| tree.kind(*n).clone()),
+                Op::Node { .. } => Kind::Other,
             };
             let replace = match (&before, &node) {
-                (None, _) | (Some(Node::Dir), Node::Dir) => false,
-                (Some(Node::Dir), _) => {
-                    let prefix = [path.as_slice(), b"/"].concat();
-                    if nodes.keys().any(|k| k.starts_with(&prefix)) {
+                (None, _) | (Some(Kind::Dir), Kind::Dir) => false,
+                (Some(Kind::Dir), _) => {
+                    if existing.is_some_and(|id| tree.has_children(id)) {
                         return Err(refuse(
                             image,
                             place,
@@ -299,10 +291,15 @@ fn plan<'a>(image: &'a Image, opts: &ExtractOptions, root_user: bool) -> Result<
                 }
                 (Some(_), _) => true,
             };
-            if replace && before == Some(Node::Dir) {
-                nodes.retain(|k, _| k != &path);
+            let (id, _) = tree.set(dir, last, node.clone());
+            if let (Op::File(_), Kind::File(n)) = (&op, &node) {
+                if h.nlink >= 2 {
+                    links.insert(
+                        (h.devmajor, h.devminor, h.ino, kind),
+                        (path.clone(), id, *n),
+                    );
+                }
             }
-            nodes.insert(path.clone(), node);
             plan.actions.push(Action {
                 path,
                 op,
@@ -424,7 +421,7 @@ impl Runner<'_> {
         dir: &OwnedFd,
         name: &[u8],
         a: &Action,
-        data: &[u8],
+        data: Option<&mut dyn Read>,
         create: bool,
     ) -> Result<()> {
         let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -436,8 +433,9 @@ impl Runner<'_> {
         let fd = rustix::fs::openat(dir, os(name), flags, Mode::from_raw_mode(0o600))
             .map_err(|e| self.fail(&a.path, "create", e))?;
         let mut f = File::from(fd);
-        f.write_all(data)
-            .map_err(|e| self.fail(&a.path, "write", e))?;
+        if let Some(data) = data {
+            std::io::copy(data, &mut f).map_err(|e| self.fail(&a.path, "write", e))?;
+        }
         if self.as_root {
             rustix::fs::fchown(
                 &f,
@@ -453,7 +451,7 @@ impl Runner<'_> {
         Ok(())
     }
 
-    fn run(&mut self, a: &Action) -> Result<()> {
+    fn run(&mut self, a: &Action, data: Option<&mut dyn Read>) -> Result<()> {
         let dir = self.parent(&a.path)?;
         let (_, name) = split(&a.path);
         if a.replace {
@@ -474,13 +472,13 @@ impl Runner<'_> {
                 Err(rustix::io::Errno::EXIST) => self.owner(&dir, name, a)?,
                 Err(e) => return Err(self.fail(&a.path, "create the directory", e)),
             },
-            Op::File(data) => {
+            Op::File(_) => {
                 let exists = rustix::fs::statat(&dir, os(name), AtFlags::SYMLINK_NOFOLLOW)
                     .map(|st| st.st_mode & S_IFMT == S_IFREG)
                     .unwrap_or(false);
                 self.write_file(&dir, name, a, data, !exists)?;
             }
-            Op::Link { first, data } => {
+            Op::Link { first, .. } => {
                 let (_, first_name) = split(first);
                 let from = self.parent(first)?;
                 if rustix::fs::statat(&dir, os(name), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
@@ -489,7 +487,7 @@ impl Runner<'_> {
                 }
                 rustix::fs::linkat(&from, os(first_name), &dir, os(name), AtFlags::empty())
                     .map_err(|e| self.fail(&a.path, "link", e))?;
-                if !data.is_empty() {
+                if data.is_some() {
                     self.write_file(&dir, name, a, data, false)?;
                 } else {
                     self.mode(&dir, name, a)?;
@@ -588,8 +586,29 @@ pub fn extract(image: &Image, dir: &Path, opts: &ExtractOptions) -> Result<Extra
         as_root,
         cache: None,
     };
-    for a in &plan.actions {
-        runner.run(a)?;
+    // Actions in archive order; those that write data when the image's
+    // data stream reaches their entry.
+    let mut next = 0;
+    let actions = &plan.actions;
+    image.for_each_data(|seg, index, data| {
+        while let Some(a) = actions.get(next) {
+            match a.data() {
+                Some(at) if at == (seg, index) => {
+                    next += 1;
+                    return runner.run(a, Some(data));
+                }
+                // A later entry's data: wait for it.
+                Some(_) => return Ok(()),
+                None => {
+                    next += 1;
+                    runner.run(a, None)?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    for a in &actions[next..] {
+        runner.run(a, None)?;
     }
     runner.finish_dirs(&plan.actions)?;
     let (mode, uid, gid, mtime) = plan.root.unwrap_or((0o755, 0, 0, 0));

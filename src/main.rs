@@ -11,7 +11,24 @@ use clap::Parser;
 
 use commands::Cli;
 
+/// On SIGINT, SIGTERM and SIGHUP: remove the temporary files of images
+/// being written, then end as the signal would have.
+fn clean_up_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            composer::write::remove_temporaries();
+            let _ = signal_hook::low_level::emulate_default_handler(sig);
+            std::process::exit(128 + sig);
+        }
+    });
+}
+
 fn main() -> ExitCode {
+    clean_up_on_signals();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use composer::error::{Error, Result};
-use composer::image::{diff, Keep};
+use composer::image::{diff, Digests, Want};
 
 use super::ui;
 
@@ -18,12 +18,18 @@ pub struct Args {
     pub mtime: bool,
 }
 
+/// Contents are compared by digest.
+const CONTENT: Want = Want {
+    sums: false,
+    digests: Digests::All,
+};
+
 pub fn exec(a: Args) -> Result<()> {
-    let ia = ui::open_image(&a.a, Keep::Data)?;
+    let ia = ui::open_image(&a.a, CONTENT)?;
     if let Some(e) = ia.fault_error() {
         return Err(e);
     }
-    let ib = ui::open_image(&a.b, Keep::Data)?;
+    let ib = ui::open_image(&a.b, CONTENT)?;
     if let Some(e) = ib.fault_error() {
         return Err(e);
     }

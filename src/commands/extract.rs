@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use composer::error::Result;
 use composer::extract::{self, ExtractOptions};
-use composer::image::Keep;
+use composer::image::Want;
 
 use super::ui;
 
@@ -22,7 +22,13 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Result<()> {
-    let image = ui::open_image(&a.image, Keep::Data)?;
+    let image = ui::open_image(
+        &a.image,
+        Want {
+            sums: true,
+            ..Want::default()
+        },
+    )?;
     let opts = ExtractOptions { devices: a.devices };
     let report = extract::extract(&image, &a.dir, &opts)?;
     for w in &report.warnings {

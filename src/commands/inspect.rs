@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use composer::error::Result;
 use composer::image::inspect::{self, InspectOptions};
-use composer::image::Keep;
+use composer::image::Want;
 
 use super::ui;
 
@@ -30,6 +30,6 @@ pub fn exec(a: Args) -> Result<()> {
         segments: a.segments,
         json: a.json,
     };
-    let image = ui::open_image(&a.image, Keep::Listing)?;
+    let image = ui::open_image(&a.image, Want::default())?;
     ui::print(&inspect::render(&image, &opts)?)
 }

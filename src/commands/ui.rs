@@ -2,11 +2,12 @@
 //! text on standard output (a closed pipe is not an error), warnings on
 //! standard error, `-` as standard input or output.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::Path;
 
 use composer::error::{Error, Result, Warning};
+use composer::io::MAX_INPUT;
 use composer::write::{BuildReport, Output};
 
 /// Writes finished text to standard output.
@@ -68,26 +69,31 @@ pub fn emit(bytes: &[u8], target: Option<&Path>) -> Result<()> {
 
 /// The bytes of `path`, or of standard input for `-`, and the name to
 /// show for it; `what` says what it is in messages.
+/// Both are at most 64 MiB (a list is text).
 pub fn read_input(path: &Path, what: &str) -> Result<(Vec<u8>, String)> {
+    let hint = || format!("a {what} is a text file of at most 64 MiB; check the path");
     if path == Path::new("-") {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io("<stdin>", e))?;
-        return Ok((buf, "<stdin>".to_string()));
+        let bytes =
+            composer::io::read_limited(&mut std::io::stdin().lock(), MAX_INPUT).map_err(|e| {
+                Error::usage(format!("cannot read the {what} on standard input: {e}"))
+                    .with_hint(hint())
+            })?;
+        return Ok((bytes, "<stdin>".to_string()));
     }
-    let bytes = std::fs::read(path).map_err(|e| {
-        Error::usage(format!("cannot read the {what} `{}`: {e}", path.display()))
-            .with_hint(format!("check the path of the {what} file"))
+    let bytes = composer::io::read_regular(path, MAX_INPUT).map_err(|e| {
+        Error::usage(format!("cannot read the {what} `{}`: {e}", path.display())).with_hint(hint())
     })?;
     Ok((bytes, path.display().to_string()))
 }
 
-/// Opens an image (`-`: standard input, read into memory).
-pub fn open_image(path: &Path, keep: composer::image::Keep) -> Result<composer::image::Image> {
+/// Opens an image; `-` is standard input, copied into an unnamed temporary
+/// file first (the readers need to read it twice, not to hold it).
+pub fn open_image(path: &Path, want: composer::image::Want) -> Result<composer::image::Image> {
     if path == Path::new("-") {
-        let (bytes, _) = read_input(path, "image")?;
-        return Ok(composer::image::Image::from_bytes_with("-", bytes, keep));
+        let mut file = tempfile::tempfile().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        std::io::copy(&mut std::io::stdin().lock(), &mut file)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        return composer::image::Image::from_file(file, "-".to_string(), want);
     }
-    composer::image::Image::open_with(path, keep)
+    composer::image::Image::open(path, want)
 }

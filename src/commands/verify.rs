@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use composer::error::{Error, Result};
-use composer::image::{verify, Keep};
+use composer::image::{verify, Digests, Want};
 
 use super::ui;
 
@@ -15,7 +15,13 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Result<()> {
-    let image = ui::open_image(&a.image, Keep::Data)?;
+    let image = ui::open_image(
+        &a.image,
+        Want {
+            sums: true,
+            digests: Digests::Hardlinks,
+        },
+    )?;
     let findings = verify::verify(&image);
     let mut text = String::new();
     for f in &findings {

@@ -23,7 +23,7 @@
 
 use std::ops::Range;
 
-use super::header::{Header, HEADER_LEN, TRAILER_NAME};
+use super::header::{checksum, Header, HEADER_LEN, TRAILER_NAME};
 use crate::entry::{PATH_MAX, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
 /// Where the scanner reads headers and names from: a byte slice, a file
@@ -243,6 +243,41 @@ pub struct RawEntry {
     /// A symlink's target as the kernel reads it (its data up to the first
     /// NUL), kept so that a listing of a stream can show it.
     pub link: Option<Vec<u8>>,
+    /// The data's 070702 checksum, when [`Want::sums`] asked for it (a
+    /// regular file the kernel reads, with a 070702 header).
+    pub sum: Option<u32>,
+    /// A 64-bit digest of the data, when [`Want::digests`] asked for it (a
+    /// regular file the kernel reads, with data).
+    pub digest: Option<u64>,
+}
+
+/// Which digests of regular files' data a scan computes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Digests {
+    #[default]
+    None,
+    /// Of files that may be hardlinks (nlink >= 2).
+    Hardlinks,
+    All,
+}
+
+/// What a scan computes from file data on the way (it reads the data only
+/// when something is asked).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Want {
+    /// Checksums of 070702 regular files.
+    pub sums: bool,
+    pub digests: Digests,
+}
+
+impl Want {
+    /// Everything.
+    pub fn all() -> Want {
+        Want {
+            sums: true,
+            digests: Digests::All,
+        }
+    }
 }
 
 impl RawEntry {
@@ -308,7 +343,7 @@ fn n_align(namesize: usize) -> usize {
 /// "Reset" state: NULs are skipped). `buf[0]` is the start of the stream
 /// the kernel counts alignment in (the image file, or a decompressed
 /// stream).
-pub fn scan(buf: &mut impl Source, start: usize) -> Scan {
+pub fn scan<S: Source + ?Sized>(buf: &mut S, start: usize, want: Want) -> Scan {
     let mut entries = Vec::new();
     let mut pos = start;
     let aligned = |p: usize| p.is_multiple_of(4);
@@ -353,7 +388,7 @@ pub fn scan(buf: &mut impl Source, start: usize) -> Scan {
                 stop: Stop::Other(pos),
             };
         }
-        match entry_at(buf, pos) {
+        match entry_at(buf, pos, want) {
             Ok(e) => {
                 pos = e.end();
                 entries.push(e);
@@ -364,7 +399,7 @@ pub fn scan(buf: &mut impl Source, start: usize) -> Scan {
 }
 
 /// Parses the entry whose header starts at `pos` (a `0` byte).
-fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
+fn entry_at<S: Source + ?Sized>(buf: &mut S, pos: usize, want: Want) -> Result<RawEntry, Stop> {
     let truncated = |what: &str| {
         Stop::Truncated(Fault {
             offset: pos,
@@ -422,7 +457,8 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
     let name_start = pos + HEADER_LEN;
     let data_start = name_start + n_align(namesize);
     let end = data_start.saturating_add(size);
-    let name_field = buf.get(name_start, namesize);
+    // The kernel skips a longer name field: its start is enough to show.
+    let name_field = buf.get(name_start, namesize.min(PATH_MAX + 1));
     let nul = name_field.iter().position(|&b| b == 0);
     let name = name_field[..nul.unwrap_or(name_field.len())].to_vec();
     let terminated = namesize > 0 && name_field.len() == namesize && name_field[namesize - 1] == 0;
@@ -442,6 +478,20 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
         let d = buf.get(data_start, size);
         d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())].to_vec()
     });
+    let readable = skip.is_none() && kind == S_IFREG && size > 0;
+    let sum_it = want.sums && readable && header.crc;
+    let digest_it = readable
+        && match want.digests {
+            Digests::None => false,
+            Digests::Hardlinks => header.nlink >= 2,
+            Digests::All => true,
+        };
+    let (mut sum, mut digest) = (None, None);
+    if sum_it || digest_it {
+        let (s, d) = sum_and_digest(buf, data_start, end);
+        sum = sum_it.then_some(s);
+        digest = digest_it.then_some(d);
+    }
     if !buf.reaches(end) {
         let len = buf.len();
         let shown = if name.is_empty() {
@@ -480,7 +530,29 @@ fn entry_at(buf: &mut impl Source, pos: usize) -> Result<RawEntry, Stop> {
         data: data_start..end,
         skip,
         link,
+        sum,
+        digest,
     })
+}
+
+/// The 070702 checksum and a digest of `buf[start..end]` (as much of it as
+/// there is), read in chunks.
+fn sum_and_digest<S: Source + ?Sized>(buf: &mut S, start: usize, end: usize) -> (u32, u64) {
+    use std::hash::Hasher;
+    const CHUNK: usize = 64 << 10;
+    let mut sum = 0u32;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut at = start;
+    while at < end {
+        let chunk = buf.get(at, (end - at).min(CHUNK));
+        if chunk.is_empty() {
+            break;
+        }
+        sum = sum.wrapping_add(checksum(chunk));
+        h.write(chunk);
+        at += chunk.len();
+    }
+    (sum, h.finish())
 }
 
 pub const FIELD_NAMES: [&str; 13] = [
@@ -522,7 +594,7 @@ mod tests {
         let mut buf = entry(b"a", S_IFREG | 0o644, b"hello", None);
         buf.extend_from_slice(&[0; 8]);
         buf.extend(entry(b"b", S_IFREG | 0o644, b"xy", Some(4096 - 110)));
-        let s = scan(&mut &buf[..], 0);
+        let s = scan(&mut &buf[..], 0, Want::default());
         assert_eq!(s.stop, Stop::End);
         assert_eq!(s.entries.len(), 2);
         assert_eq!(&buf[s.entries[0].data.clone()], b"hello");
@@ -536,7 +608,7 @@ mod tests {
         let mut buf = entry(b"", S_IFREG, b"", Some(0));
         buf.extend(entry(b"dev", S_IFDIR | 0o755, b"data", None));
         buf.extend(entry(b"long", S_IFREG, b"", Some(4097)));
-        let s = scan(&mut &buf[..], 0);
+        let s = scan(&mut &buf[..], 0, Want::default());
         let skips: Vec<_> = s.entries.iter().map(|e| e.skip).collect();
         assert_eq!(
             skips,
@@ -553,29 +625,32 @@ mod tests {
     fn faults() {
         let mut bad = entry(b"abc", S_IFREG, b"", Some(3));
         bad[HEADER_LEN + 2] = b'c';
-        match scan(&mut &bad[..], 0).stop {
+        match scan(&mut &bad[..], 0, Want::default()).stop {
             Stop::Fault(f) => assert_eq!(f.kernel, "malformed archive"),
             s => panic!("{s:?}"),
         }
         let mut hex = entry(b"a", S_IFREG, b"", None);
         hex[6..8].copy_from_slice(b"0x");
-        match scan(&mut &hex[..], 0).stop {
+        match scan(&mut &hex[..], 0, Want::default()).stop {
             Stop::Fault(f) => assert_eq!((f.kernel, f.offset), ("damaged header", 6)),
             s => panic!("{s:?}"),
         }
         let mut pad = entry(b"a", S_IFREG, b"", None);
         pad.extend_from_slice(&[0, 0, 0, 1]);
-        match scan(&mut &pad[..], 0).stop {
+        match scan(&mut &pad[..], 0, Want::default()).stop {
             Stop::Fault(f) => assert_eq!(f.kernel, "broken padding"),
             s => panic!("{s:?}"),
         }
         let short = entry(b"a", S_IFREG, b"0123456789", None);
         assert!(matches!(
-            scan(&mut &short[..short.len() - 4], 0).stop,
+            scan(&mut &short[..short.len() - 4], 0, Want::default()).stop,
             Stop::Truncated(_)
         ));
         let mut other = entry(b"a", S_IFREG, b"", None);
         other.extend_from_slice(b"\x28\xb5\x2f\xfd");
-        assert_eq!(scan(&mut &other[..], 0).stop, Stop::Other(112));
+        assert_eq!(
+            scan(&mut &other[..], 0, Want::default()).stop,
+            Stop::Other(112)
+        );
     }
 }

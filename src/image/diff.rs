@@ -13,6 +13,23 @@ use super::Image;
 use crate::entry::{S_IFBLK, S_IFCHR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::path::escape;
 
+/// What a path's data is, as far as a comparison needs: a file's size and
+/// digest, a symlink's target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Data<'a> {
+    File { size: u64, digest: Option<u64> },
+    Target(&'a [u8]),
+}
+
+impl Data<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Data::File { size, .. } => *size,
+            Data::Target(t) => t.len() as u64,
+        }
+    }
+}
+
 /// What one path holds after unpacking.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct State<'a> {
@@ -21,7 +38,7 @@ struct State<'a> {
     gid: u32,
     mtime: u32,
     rdev: (u32, u32),
-    data: &'a [u8],
+    data: Data<'a>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,18 +68,24 @@ fn normal(name: &[u8]) -> Vec<u8> {
         .join(&b'/')
 }
 
+/// What each path of an image holds after unpacking. File contents are
+/// compared by digest: the image must be read with [`Digests::All`].
+///
+/// [`Digests::All`]: super::Digests::All
 fn states(image: &Image) -> BTreeMap<Vec<u8>, State<'_>> {
     let mut out = BTreeMap::new();
     for seg in &image.segments {
-        let data = image.data(seg);
         // Hardlink groups of this segment: the data carried by any member.
-        let mut group_data: HashMap<(u32, u32, u32, u32), &[u8]> = HashMap::new();
+        let mut group_data: HashMap<(u32, u32, u32, u32), Data> = HashMap::new();
         for e in seg.entries.iter().filter(|e| e.skip.is_none()) {
             let h = &e.header;
             if h.nlink >= 2 && e.is_regular() && h.filesize > 0 {
                 group_data.insert(
                     (h.devmajor, h.devminor, h.ino, h.mode & S_IFMT),
-                    &data[e.data.clone()],
+                    Data::File {
+                        size: h.filesize as u64,
+                        digest: e.digest,
+                    },
                 );
             }
         }
@@ -71,12 +94,17 @@ fn states(image: &Image) -> BTreeMap<Vec<u8>, State<'_>> {
                 continue;
             }
             let h = &e.header;
-            let mut bytes = &data[e.data.clone()];
-            if e.is_symlink() {
-                bytes = target(image, seg, e);
-            } else if e.is_regular() && h.nlink >= 2 {
+            let mut data = if e.is_symlink() {
+                Data::Target(target(e))
+            } else {
+                Data::File {
+                    size: if e.is_regular() { h.filesize as u64 } else { 0 },
+                    digest: e.digest,
+                }
+            };
+            if e.is_regular() && h.nlink >= 2 {
                 if let Some(d) = group_data.get(&(h.devmajor, h.devminor, h.ino, h.mode & S_IFMT)) {
-                    bytes = d;
+                    data = d.clone();
                 }
             }
             out.insert(
@@ -87,7 +115,7 @@ fn states(image: &Image) -> BTreeMap<Vec<u8>, State<'_>> {
                     gid: h.gid,
                     mtime: h.mtime,
                     rdev: (h.rdevmajor, h.rdevminor),
-                    data: bytes,
+                    data,
                 },
             );
         }
@@ -149,7 +177,11 @@ fn compare(x: &State, y: &State, mtimes: bool) -> Vec<String> {
                 }
             }
             S_IFLNK if x.data != y.data => {
-                what.push(format!("target {} -> {}", escape(x.data), escape(y.data)))
+                let t = |d: &Data| match d {
+                    Data::Target(t) => escape(t),
+                    Data::File { .. } => String::new(),
+                };
+                what.push(format!("target {} -> {}", t(&x.data), t(&y.data)))
             }
             S_IFCHR | S_IFBLK if x.rdev != y.rdev => what.push(format!(
                 "device {}:{} -> {}:{}",

@@ -58,7 +58,7 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
     }
     for (seg, e) in image.entries() {
         if opts.long {
-            long_line(&mut out, image, seg, e);
+            long_line(&mut out, seg, e);
         } else {
             out.push_str(&escape(&e.name));
             out.push('\n');
@@ -71,7 +71,7 @@ fn count(s: &Segment) -> usize {
     s.entries.iter().filter(|e| !e.is_trailer()).count()
 }
 
-fn long_line(out: &mut String, image: &Image, seg: &Segment, e: &RawEntry) {
+fn long_line(out: &mut String, seg: &Segment, e: &RawEntry) {
     let h = &e.header;
     let size = match h.mode & S_IFMT {
         S_IFCHR | S_IFBLK => format!("{}, {}", h.rdevmajor, h.rdevminor),
@@ -94,7 +94,7 @@ fn long_line(out: &mut String, image: &Image, seg: &Segment, e: &RawEntry) {
         escape(&e.name)
     );
     if e.is_symlink() && e.skip.is_none() {
-        let _ = write!(out, " -> {}", escape(target(image, seg, e)));
+        let _ = write!(out, " -> {}", escape(target(e)));
     }
     if let Some(skip) = e.skip {
         let _ = write!(out, "  [{}]", skip.describe());
@@ -102,13 +102,10 @@ fn long_line(out: &mut String, image: &Image, seg: &Segment, e: &RawEntry) {
     out.push('\n');
 }
 
-/// A symlink's target: its data up to the first NUL, as the kernel reads it.
-pub fn target<'a>(image: &'a Image, seg: &'a Segment, e: &'a RawEntry) -> &'a [u8] {
-    if let Some(link) = &e.link {
-        return link;
-    }
-    let d = &image.data(seg)[e.data.clone()];
-    &d[..d.iter().position(|&b| b == 0).unwrap_or(d.len())]
+/// A symlink's target: its data up to the first NUL, as the kernel reads it
+/// (empty for an entry the kernel skips).
+pub fn target(e: &RawEntry) -> &[u8] {
+    e.link.as_deref().unwrap_or_default()
 }
 
 /// `ls -l` style: the type letter and nine permission characters.
@@ -267,8 +264,7 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
                             namesize: h.namesize,
                             offset: e.offset,
                             data_offset: e.data.start,
-                            target: (e.is_symlink() && e.skip.is_none())
-                                .then(|| escape(target(image, s, e))),
+                            target: (e.is_symlink() && e.skip.is_none()).then(|| escape(target(e))),
                             skip: e.skip,
                         }
                     })
@@ -278,7 +274,7 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
         .collect();
     JsonImage {
         image: &image.name,
-        size: image.file_bytes().len() as u64,
+        size: image.len(),
         segments,
     }
 }

@@ -1,86 +1,40 @@
 //! Images as the kernel reads them: a sequence of NUL padding, uncompressed
 //! newc archives and compressed streams of newc archives.
 //!
-//! Input: the bytes of an initrd file. Output: an [`Image`]: its segments
-//! (each uncompressed archive up to its trailer, or each compressed stream),
-//! the entries found in each, and the fault that would stop the kernel, if
-//! any. `inspect`, `verify`, `diff` and [`crate::extract`] work on it.
+//! Input: an initrd file (or bytes in memory). Output: an [`Image`]: its
+//! segments (each uncompressed archive up to its trailer, or each
+//! compressed stream), the entries found in each, and the fault that would
+//! stop the kernel, if any. `inspect`, `verify`, `diff` and
+//! [`crate::extract`] work on it.
 //!
 //! The walk is the kernel's (init/initramfs.c, unpack_to_rootfs): NULs are
 //! skipped; a `0` at a 4-aligned file offset starts a header; anything else
 //! must start a compressed stream of a method it knows, whose decompressed
 //! content is itself scanned from offset 0.
+//!
+//! Nothing is held whole: the file is read with pread through small
+//! windows, a compressed stream is decoded as it is scanned and forgotten
+//! behind the scan, and what a command needs of file data (checksums,
+//! digests) is computed on the way ([`Want`]). [`Image::for_each_data`]
+//! streams the data once more for a command that writes it out. Memory
+//! stays bounded by the entries' names and headers, whatever the data
+//! decompresses to, and time is linear in it.
 
 pub mod diff;
 pub mod inspect;
+pub(crate) mod tree;
 pub mod verify;
 
 use std::fmt;
+use std::fs::File;
 use std::io::Read;
-use std::ops::Deref;
 use std::path::Path;
 
-use crate::compress::{self, Compression};
+use crate::compress::{self, Compression, Input};
 use crate::cpio::reader::{self, RawEntry, Source as _, Stop};
 use crate::error::{Error, Result};
 
-/// A read-only private mapping of a whole file.
-struct Mapped {
-    ptr: *mut std::ffi::c_void,
-    len: usize,
-}
-
-impl Mapped {
-    fn new(file: &std::fs::File, len: usize) -> std::io::Result<Mapped> {
-        // SAFETY: a fresh private, read-only mapping of `len` bytes of an
-        // open file; it is unmapped only in Drop. The bytes can change (or
-        // vanish, raising SIGBUS) if another process truncates the file
-        // while we read it: the same contract as every mmap-based reader.
-        let ptr = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                rustix::mm::ProtFlags::READ,
-                rustix::mm::MapFlags::PRIVATE,
-                file,
-                0,
-            )
-        }?;
-        Ok(Mapped { ptr, len })
-    }
-}
-
-impl Deref for Mapped {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: the mapping covers `len` readable bytes for our lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` and `len` are exactly what mmap returned.
-        let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
-    }
-}
-
-enum Bytes {
-    /// A regular file: headers are read with pread (a listing then reads
-    /// no data pages), data through the mapping.
-    Mapped(Mapped, std::fs::File),
-    Owned(Vec<u8>),
-}
-
-impl Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m, _) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-}
+pub use crate::cpio::reader::{Digests, Want};
 
 /// One segment: an uncompressed archive (up to and including its trailer)
 /// or one compressed stream.
@@ -93,40 +47,16 @@ pub struct Segment {
     /// File offset where the next segment starts (NUL padding included).
     pub end: u64,
     pub compression: Compression,
-    data: Held,
+    /// Bytes of cpio data (decompressed).
+    size: u64,
     pub entries: Vec<RawEntry>,
-}
-
-/// Where a segment's bytes are.
-enum Held {
-    /// In the image file: an uncompressed segment, whose entry offsets are
-    /// file offsets.
-    File,
-    /// Decompressed in memory.
-    Decoded(Vec<u8>),
-    /// Decompressed once to list it, and not kept: `len` bytes.
-    Streamed(usize),
 }
 
 impl Segment {
     /// Bytes of cpio data (decompressed).
     pub fn size(&self) -> u64 {
-        match &self.data {
-            Held::File => self.stream_end - self.offset,
-            Held::Decoded(d) => d.len() as u64,
-            Held::Streamed(len) => *len as u64,
-        }
+        self.size
     }
-}
-
-/// What opening an image keeps of its compressed segments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Keep {
-    /// Their decompressed data, for commands that read file contents.
-    Data,
-    /// Headers, names and symlink targets only: each stream is decoded
-    /// once, in a small window, while its headers are read.
-    Listing,
 }
 
 /// Where something is in an image: a file offset, or an offset in the
@@ -173,86 +103,120 @@ impl fmt::Display for Fault {
     }
 }
 
+/// Where the image's bytes are.
+enum Backing {
+    File(File, u64),
+    Memory(Vec<u8>),
+}
+
+impl Backing {
+    fn len(&self) -> u64 {
+        match self {
+            Backing::File(_, len) => *len,
+            Backing::Memory(v) => v.len() as u64,
+        }
+    }
+
+    /// The compressed input from file offset `at` to the end.
+    fn input(&self, at: u64) -> Input<'_> {
+        match self {
+            Backing::File(f, _) => Input::file(f, at),
+            Backing::Memory(v) => Input::slice(&v[(at as usize).min(v.len())..]),
+        }
+    }
+}
+
+/// How compressed segments are read: decoded as they are scanned, or (for
+/// the tests that check the two agree) decoded whole first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Decode {
+    Streaming,
+    #[cfg(test)]
+    Whole,
+}
+
 pub struct Image {
     /// The name used in messages.
     pub name: String,
-    bytes: Bytes,
+    backing: Backing,
     pub segments: Vec<Segment>,
     /// What stops the kernel (and this reader), if anything.
     pub fault: Option<Fault>,
 }
 
 impl Image {
-    /// Reads and parses the image at `path`, keeping the decompressed data
-    /// of compressed segments.
-    pub fn open(path: &Path) -> Result<Image> {
-        Image::open_with(path, Keep::Data)
-    }
-
-    /// Reads and parses the image at `path`; `keep` says whether
-    /// [`Image::data`] of compressed segments will be wanted.
-    pub fn open_with(path: &Path, keep: Keep) -> Result<Image> {
+    /// Reads and parses the image at `path`, computing what `want` asks.
+    pub fn open(path: &Path, want: Want) -> Result<Image> {
         let name = path.display().to_string();
-        let bytes = {
-            let file = std::fs::File::open(path).map_err(|e| {
-                Error::usage(format!("cannot open the image `{name}`: {e}"))
-                    .with_hint("check the path of the initrd")
-            })?;
-            let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-            if meta.is_dir() {
-                return Err(Error::usage(format!(
-                    "`{name}` is a directory, not an image"
-                )));
-            }
-            let len = meta.len() as usize;
-            if meta.is_file() && len > 0 {
-                let map = Mapped::new(&file, len).map_err(|e| Error::io(path, e))?;
-                Bytes::Mapped(map, file)
-            } else {
-                let mut v = Vec::new();
-                (&file)
-                    .read_to_end(&mut v)
-                    .map_err(|e| Error::io(path, e))?;
-                Bytes::Owned(v)
-            }
+        let file = File::open(path).map_err(|e| {
+            Error::usage(format!("cannot open the image `{name}`: {e}"))
+                .with_hint("check the path of the initrd")
+        })?;
+        Image::from_file(file, name, want)
+    }
+
+    /// Parses an open image file (from its start).
+    pub fn from_file(file: File, name: String, want: Want) -> Result<Image> {
+        let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
+        if meta.is_dir() {
+            return Err(Error::usage(format!(
+                "`{name}` is a directory, not an image"
+            )));
+        }
+        let backing = if meta.is_file() {
+            Backing::File(file, meta.len())
+        } else {
+            // A pipe or a device: read it whole (the commands copy standard
+            // input into a file first).
+            let mut v = Vec::new();
+            (&file)
+                .read_to_end(&mut v)
+                .map_err(|e| Error::io(&name, e))?;
+            Backing::Memory(v)
         };
-        Ok(Image::parse(name, bytes, keep))
+        Ok(Image::parse(name, backing, want, Decode::Streaming))
     }
 
-    /// Parses an image held in memory.
+    /// Parses an image held in memory, computing everything [`Want`] can.
     pub fn from_bytes(name: impl Into<String>, bytes: Vec<u8>) -> Image {
-        Image::from_bytes_with(name, bytes, Keep::Data)
+        Image::from_bytes_with(name, bytes, Want::all())
     }
 
-    /// [`Image::from_bytes`] keeping what `keep` says.
-    pub fn from_bytes_with(name: impl Into<String>, bytes: Vec<u8>, keep: Keep) -> Image {
-        Image::parse(name.into(), Bytes::Owned(bytes), keep)
+    /// [`Image::from_bytes`] computing what `want` asks.
+    pub fn from_bytes_with(name: impl Into<String>, bytes: Vec<u8>, want: Want) -> Image {
+        Image::parse(name.into(), Backing::Memory(bytes), want, Decode::Streaming)
     }
 
-    /// The whole file.
-    pub fn file_bytes(&self) -> &[u8] {
-        &self.bytes
+    /// The image's size in bytes.
+    pub fn len(&self) -> u64 {
+        self.backing.len()
     }
 
-    /// The buffer a segment's entries index: the decompressed data, or the
-    /// whole file for an uncompressed segment.
-    ///
-    /// # Panics
-    ///
-    /// For a compressed segment of an image opened with [`Keep::Listing`].
-    pub fn data<'a>(&'a self, seg: &'a Segment) -> &'a [u8] {
-        match &seg.data {
-            Held::File => &self.bytes,
-            Held::Decoded(d) => d,
-            Held::Streamed(_) => panic!("the image was opened for a listing: no data kept"),
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Up to `n` bytes of the file from `offset`.
+    pub fn read_at(&self, offset: u64, n: usize) -> Vec<u8> {
+        match &self.backing {
+            Backing::File(f, _) => {
+                let mut buf = vec![0u8; n];
+                let got = crate::io::read_full_at(f, &mut buf, offset).unwrap_or(0);
+                buf.truncate(got);
+                buf
+            }
+            Backing::Memory(v) => {
+                let start = (offset as usize).min(v.len());
+                v[start..v.len().min(start + n)].to_vec()
+            }
         }
     }
 
-    /// Where byte `offset` of a segment's buffer is.
+    /// Where byte `offset` of a segment's data is.
     pub fn place(&self, seg: &Segment, offset: usize) -> Place {
         Place {
             segment: seg.index,
-            stream: (!matches!(seg.data, Held::File)).then_some((seg.compression, seg.offset)),
+            stream: (seg.compression != Compression::None).then_some((seg.compression, seg.offset)),
             offset: offset as u64,
         }
     }
@@ -274,112 +238,233 @@ impl Image {
         })
     }
 
-    fn parse(name: String, bytes: Bytes, keep: Keep) -> Image {
+    /// Reads the image once more and hands `f` the data of every regular
+    /// file entry that has any (the kernel's readable ones), in archive
+    /// order, as `(segment index, entry index, data)`. A compressed segment
+    /// is decoded once, forward.
+    pub fn for_each_data(
+        &self,
+        mut f: impl FnMut(usize, usize, &mut dyn Read) -> Result<()>,
+    ) -> Result<()> {
+        let changed = |e: std::io::Error| {
+            Error::usage(format!(
+                "{}: cannot read the image a second time: {e}",
+                self.name
+            ))
+            .with_hint("the image changed while composer read it")
+        };
+        for seg in &self.segments {
+            let wanted = |e: &RawEntry| e.skip.is_none() && e.is_regular() && !e.data.is_empty();
+            if seg.compression == Compression::None {
+                for (i, e) in seg.entries.iter().enumerate().filter(|(_, e)| wanted(e)) {
+                    let mut data = self.range(e.data.start as u64, e.data.len() as u64);
+                    f(seg.index, i, &mut data)?;
+                }
+                continue;
+            }
+            let (mut stream, _) = compress::stream(seg.compression, self.backing.input(seg.offset))
+                .map_err(|e| changed(std::io::Error::other(e.to_string())))?;
+            let mut pos = 0usize;
+            for (i, e) in seg.entries.iter().enumerate().filter(|(_, e)| wanted(e)) {
+                let skip = (e.data.start - pos) as u64;
+                let got = std::io::copy(&mut (&mut stream).take(skip), &mut std::io::sink())
+                    .map_err(changed)?;
+                if got < skip {
+                    return Err(changed(std::io::ErrorKind::UnexpectedEof.into()));
+                }
+                let mut data = (&mut stream).take(e.data.len() as u64);
+                f(seg.index, i, &mut data)?;
+                std::io::copy(&mut data, &mut std::io::sink()).map_err(changed)?;
+                pos = e.data.end;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes `offset..offset + len` of the file, as a reader.
+    fn range(&self, offset: u64, len: u64) -> Box<dyn Read + '_> {
+        match &self.backing {
+            Backing::File(f, _) => Box::new(FileRange {
+                file: f,
+                at: offset,
+                end: offset + len,
+            }),
+            Backing::Memory(v) => {
+                let start = (offset as usize).min(v.len());
+                let end = (start + len as usize).min(v.len());
+                Box::new(&v[start..end])
+            }
+        }
+    }
+
+    fn parse(name: String, backing: Backing, want: Want, decode: Decode) -> Image {
         let mut img = Image {
             name,
-            bytes,
+            backing,
             segments: Vec::new(),
             fault: None,
         };
-        let buf: &[u8] = &img.bytes;
-        let mut segments: Vec<Segment> = Vec::new();
-        let mut fault = None;
-        let mut pos = 0usize;
-        let new_segment = |index: usize, offset: usize| Segment {
-            index,
-            offset: offset as u64,
-            stream_end: offset as u64,
-            end: offset as u64,
-            compression: Compression::None,
-            data: Held::File,
-            entries: Vec::new(),
-        };
-        while pos < buf.len() {
-            if buf[pos] == 0 {
-                pos += 1;
-                continue;
-            }
-            if buf[pos] != b'0' || !pos.is_multiple_of(4) {
-                continue_compressed(buf, &mut pos, &mut segments, &mut fault, keep);
-                if fault.is_some() {
-                    break;
-                }
-                continue;
-            }
-            // Uncompressed archives, one segment per trailer.
-            let scan = match &img.bytes {
-                Bytes::Mapped(_, file) => {
-                    let mut src = reader::FileSource::new(file, buf.len());
-                    let mut scan = reader::scan(&mut src, pos);
-                    if let Some(e) = src.error {
-                        scan.stop = Stop::Fault(reader::Fault {
-                            offset: pos,
-                            kernel: "read error",
-                            detail: format!("cannot read the image: {e}"),
-                        });
-                    }
-                    scan
-                }
-                Bytes::Owned(v) => reader::scan(&mut &v[..], pos),
-            };
-            let mut open: Option<Segment> = None;
-            for e in scan.entries {
-                let seg = open.get_or_insert_with(|| new_segment(segments.len(), e.offset));
-                let trailer = e.is_trailer();
-                seg.stream_end = e.end() as u64;
-                seg.entries.push(e);
-                if trailer {
-                    segments.extend(open.take());
-                }
-            }
-            match scan.stop {
-                Stop::End => {
-                    segments.extend(open.take());
-                    pos = buf.len();
-                }
-                // A compressed stream follows.
-                Stop::Other(p) => {
-                    segments.extend(open.take());
-                    pos = p;
-                }
-                Stop::Truncated(f) | Stop::Fault(f) => {
-                    let seg = open
-                        .take()
-                        .unwrap_or_else(|| new_segment(segments.len(), f.offset));
-                    fault = Some(Fault {
-                        place: Place {
-                            segment: seg.index,
-                            stream: None,
-                            offset: f.offset as u64,
-                        },
-                        kernel: Some(f.kernel)
-                            .filter(|k| !["truncated archive", "read error"].contains(k)),
-                        detail: f.detail,
-                    });
-                    segments.push(seg);
-                    break;
-                }
-            }
-        }
-        let total = buf.len() as u64;
-        let starts: Vec<u64> = segments.iter().skip(1).map(|s| s.offset).collect();
-        for (s, next) in segments.iter_mut().zip(starts.into_iter().chain([total])) {
-            s.end = next.max(s.stream_end);
-        }
+        let (segments, fault) = walk(&img.backing, want, decode);
         img.segments = segments;
         img.fault = fault;
         img
     }
 }
 
+/// A range of a file read with pread.
+struct FileRange<'f> {
+    file: &'f File,
+    at: u64,
+    end: u64,
+}
+
+impl Read for FileRange<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.end - self.at) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = std::os::unix::fs::FileExt::read_at(self.file, &mut buf[..n], self.at)?;
+        self.at += got as u64;
+        Ok(got)
+    }
+}
+
+/// The kernel's walk over the whole file.
+fn walk(backing: &Backing, want: Want, decode: Decode) -> (Vec<Segment>, Option<Fault>) {
+    match backing {
+        Backing::File(f, len) => {
+            let mut src = reader::FileSource::new(f, *len as usize);
+            let r = walk_in(&mut src, backing, want, decode);
+            match src.error.take() {
+                Some(e) => {
+                    let (segs, _) = r;
+                    let fault = Fault {
+                        place: Place {
+                            segment: segs.len(),
+                            stream: None,
+                            offset: 0,
+                        },
+                        kernel: None,
+                        detail: format!("cannot read the image: {e}"),
+                    };
+                    (segs, Some(fault))
+                }
+                None => r,
+            }
+        }
+        Backing::Memory(v) => walk_in(&mut &v[..], backing, want, decode),
+    }
+}
+
+fn walk_in<S: reader::Source + ?Sized>(
+    src: &mut S,
+    backing: &Backing,
+    want: Want,
+    decode: Decode,
+) -> (Vec<Segment>, Option<Fault>) {
+    let len = backing.len() as usize;
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut fault = None;
+    let mut pos = 0usize;
+    let new_segment = |index: usize, offset: usize| Segment {
+        index,
+        offset: offset as u64,
+        stream_end: offset as u64,
+        end: offset as u64,
+        compression: Compression::None,
+        size: 0,
+        entries: Vec::new(),
+    };
+    while pos < len {
+        // NULs between segments, a chunk at a time.
+        let chunk = src.get(pos, 4096);
+        if chunk.is_empty() {
+            break;
+        }
+        match chunk.iter().position(|&b| b != 0) {
+            None => {
+                pos += chunk.len();
+                continue;
+            }
+            Some(i) => pos += i,
+        }
+        let byte = src.get(pos, 1)[0];
+        if byte != b'0' || !pos.is_multiple_of(4) {
+            continue_compressed(
+                src,
+                backing,
+                &mut pos,
+                &mut segments,
+                &mut fault,
+                want,
+                decode,
+            );
+            if fault.is_some() {
+                break;
+            }
+            continue;
+        }
+        // Uncompressed archives, one segment per trailer.
+        let scan = reader::scan(src, pos, want);
+        let mut open: Option<Segment> = None;
+        for e in scan.entries {
+            let seg = open.get_or_insert_with(|| new_segment(segments.len(), e.offset));
+            let trailer = e.is_trailer();
+            seg.stream_end = e.end() as u64;
+            seg.size = seg.stream_end - seg.offset;
+            seg.entries.push(e);
+            if trailer {
+                segments.extend(open.take());
+            }
+        }
+        match scan.stop {
+            Stop::End => {
+                segments.extend(open.take());
+                pos = len;
+            }
+            // A compressed stream follows.
+            Stop::Other(p) => {
+                segments.extend(open.take());
+                pos = p;
+            }
+            Stop::Truncated(f) | Stop::Fault(f) => {
+                let seg = open
+                    .take()
+                    .unwrap_or_else(|| new_segment(segments.len(), f.offset));
+                fault = Some(Fault {
+                    place: Place {
+                        segment: seg.index,
+                        stream: None,
+                        offset: f.offset as u64,
+                    },
+                    kernel: Some(f.kernel)
+                        .filter(|k| !["truncated archive", "read error"].contains(k)),
+                    detail: f.detail,
+                });
+                segments.push(seg);
+                break;
+            }
+        }
+    }
+    let total = len as u64;
+    let starts: Vec<u64> = segments.iter().skip(1).map(|s| s.offset).collect();
+    for (s, next) in segments.iter_mut().zip(starts.into_iter().chain([total])) {
+        s.end = next.max(s.stream_end);
+    }
+    (segments, fault)
+}
+
 /// Reads the compressed stream at `pos` (a byte that is neither NUL nor a
 /// 4-aligned `0`) as a segment, and moves `pos` past it.
-fn continue_compressed(
-    buf: &[u8],
+fn continue_compressed<S: reader::Source + ?Sized>(
+    src: &mut S,
+    backing: &Backing,
     pos: &mut usize,
     segments: &mut Vec<Segment>,
     fault: &mut Option<Fault>,
-    keep: Keep,
+    want: Want,
+    decode: Decode,
 ) {
     let at = *pos;
     let index = segments.len();
@@ -388,15 +473,15 @@ fn continue_compressed(
         stream: None,
         offset: at as u64,
     };
-    let Some(method) = Compression::detect(&buf[at..]) else {
-        let shown = &buf[at..buf.len().min(at + 4)];
+    let magic = src.get(at, 4).to_vec();
+    let Some(method) = Compression::detect(&magic) else {
         *fault = Some(Fault {
             place: file_place,
             kernel: Some("invalid magic at start of compressed archive"),
             detail: format!(
                 "bytes `{}` start neither a newc header at a 4-aligned offset nor a \
                  compressed stream the kernel knows",
-                hex(shown)
+                hex(&magic)
             ),
         });
         return;
@@ -410,25 +495,30 @@ fn continue_compressed(
         },
         detail: format!("{method} stream: {e}"),
     };
-    // The scan, the byte it stopped at (if any), the data, the stream's length.
-    let (scan, junk, data, consumed) = match keep {
-        Keep::Data => {
-            let decoded = match compress::decode(method, &buf[at..]) {
+    // The scan, the byte it stopped at (if any), the data's length, the
+    // stream's length.
+    let (scan, junk, size, consumed) = match decode {
+        #[cfg(test)]
+        Decode::Whole => {
+            let Backing::Memory(v) = backing else {
+                unreachable!("whole decodes are for images in memory")
+            };
+            let decoded = match compress::decode(method, &v[at..], usize::MAX) {
                 Ok(d) => d,
                 Err(e) => {
                     *fault = Some(failed(e));
                     return;
                 }
             };
-            let scan = reader::scan(&mut &decoded.data[..], 0);
+            let scan = reader::scan(&mut &decoded.data[..], 0, want);
             let junk = match scan.stop {
                 Stop::Other(p) => decoded.data[p],
                 _ => 0,
             };
-            (scan, junk, Held::Decoded(decoded.data), decoded.consumed)
+            (scan, junk, decoded.data.len(), decoded.consumed)
         }
-        Keep::Listing => {
-            let (stream, used) = match compress::stream(method, &buf[at..]) {
+        Decode::Streaming => {
+            let (stream, used) = match compress::stream(method, backing.input(at as u64)) {
                 Ok(s) => s,
                 Err(e) => {
                     *fault = Some(failed(e));
@@ -436,7 +526,7 @@ fn continue_compressed(
                 }
             };
             let mut src = reader::StreamSource::new(stream);
-            let scan = reader::scan(&mut src, 0);
+            let scan = reader::scan(&mut src, 0, want);
             let junk = match scan.stop {
                 Stop::Other(p) => src.get(p, 1).first().copied().unwrap_or(0),
                 _ => 0,
@@ -463,7 +553,7 @@ fn continue_compressed(
                 }));
                 return;
             }
-            (scan, junk, Held::Streamed(len), consumed)
+            (scan, junk, len, consumed)
         }
     };
     let place = |offset: usize| Place {
@@ -495,7 +585,7 @@ fn continue_compressed(
         stream_end: (at + consumed) as u64,
         end: (at + consumed) as u64,
         compression: method,
-        data,
+        size: size as u64,
         entries: scan.entries,
     });
     *pos = at + consumed;
@@ -561,10 +651,7 @@ mod tests {
         );
         let names: Vec<_> = image.entries().map(|(_, e)| e.name.clone()).collect();
         assert_eq!(names.len(), 8);
-        assert_eq!(
-            image.segments.last().unwrap().end,
-            image.file_bytes().len() as u64
-        );
+        assert_eq!(image.segments.last().unwrap().end, image.len());
     }
 
     #[test]
@@ -647,6 +734,13 @@ mod tests {
         out
     }
 
+    /// The image read from a temporary file (pread, not memory).
+    fn on_disk(bytes: &[u8]) -> Image {
+        let mut f = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut f, bytes).unwrap();
+        Image::from_file(f, "t".into(), Want::all()).unwrap()
+    }
+
     /// What a reader of the image sees: segments, entries, the fault.
     fn seen(image: &Image) -> String {
         let mut s = String::new();
@@ -708,8 +802,18 @@ mod tests {
             cases.push((format!("{m} short"), compressed(m, &big[..300_000])));
         }
         for (what, img) in cases {
-            let full = Image::from_bytes("t", img.clone());
-            let listing = Image::parse("t".into(), Bytes::Owned(img), Keep::Listing);
+            let full = Image::parse(
+                "t".into(),
+                Backing::Memory(img.clone()),
+                Want::all(),
+                Decode::Whole,
+            );
+            let listing = Image::from_bytes("t", img.clone());
+            let on_disk = on_disk(&img);
+            assert!(
+                seen(&listing) == seen(&on_disk),
+                "{what}: a file reads as memory does"
+            );
             let (a, b) = (seen(&full), seen(&listing));
             if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
                 let cut = |l: &str| l.chars().take(300).collect::<String>();
@@ -782,8 +886,13 @@ mod tests {
             if round % 7 == 0 {
                 bad.truncate((x >> 24) as usize % bad.len());
             }
-            let full = Image::from_bytes("t", bad.clone());
-            let listing = Image::parse("t".into(), Bytes::Owned(bad), Keep::Listing);
+            let full = Image::parse(
+                "t".into(),
+                Backing::Memory(bad.clone()),
+                Want::all(),
+                Decode::Whole,
+            );
+            let listing = Image::from_bytes("t", bad);
             assert!(seen(&full) == seen(&listing), "round {round}");
             faults += full.fault.is_some() as usize;
         }

@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
+use super::tree::{components, Kind, Missing, Tree, ROOT};
 use super::{Image, Place, Segment};
 use crate::compress::{self, Compression};
-use crate::cpio::checksum;
 use crate::cpio::reader::RawEntry;
 use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
 use crate::path::escape;
@@ -25,110 +25,26 @@ pub struct Finding {
     pub fatal: bool,
 }
 
-/// What the simulated root holds at a path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Node {
-    Dir,
-    Symlink(Vec<u8>),
-    Other,
-}
-
-/// The kernel's view of the tree being unpacked, just enough to know
-/// whether a name can be created.
-#[derive(Default)]
-struct Tree {
-    nodes: HashMap<Vec<u8>, Node>,
-}
-
-/// Why a parent cannot be used.
-enum Missing {
-    NotFound(Vec<u8>),
-    NotDir(Vec<u8>),
-    Loop,
-}
-
-impl Tree {
-    /// Splits a name as path lookup does: `.` and empty components vanish,
-    /// a leading `/` means the root (where the kernel unpacks).
-    fn components(name: &[u8]) -> Vec<&[u8]> {
-        name.split(|&b| b == b'/')
-            .filter(|c| !c.is_empty() && *c != b".")
-            .collect()
-    }
-
-    /// Resolves the directory `parts` (following symlinks, as the kernel's
-    /// lookups do for every component but the last of a name) to a
-    /// canonical path.
-    fn resolve_dir(&self, parts: &[&[u8]], depth: u32) -> Result<Vec<Vec<u8>>, Missing> {
-        if depth > 40 {
-            return Err(Missing::Loop);
-        }
-        let mut cur: Vec<Vec<u8>> = Vec::new();
-        for (i, c) in parts.iter().enumerate() {
-            if *c == b".." {
-                cur.pop();
-                continue;
-            }
-            cur.push(c.to_vec());
-            let key = cur.join(&b'/');
-            match self.nodes.get(&key) {
-                Some(Node::Dir) => {}
-                Some(Node::Symlink(target)) => {
-                    cur.pop();
-                    let mut next: Vec<&[u8]> = Vec::new();
-                    let base: Vec<&[u8]> = if target.starts_with(b"/") {
-                        Vec::new()
-                    } else {
-                        cur.iter().map(Vec::as_slice).collect()
-                    };
-                    next.extend(base);
-                    next.extend(Self::components(target));
-                    next.extend(parts[i + 1..].iter().copied());
-                    return self.resolve_dir(&next, depth + 1);
-                }
-                Some(Node::Other) => return Err(Missing::NotDir(key)),
-                None => return Err(Missing::NotFound(key)),
-            }
-        }
-        Ok(cur)
-    }
-
-    /// Where `name` would be created, or why it cannot be.
-    fn place_of(&self, name: &[u8]) -> Result<Option<Vec<u8>>, Missing> {
-        let parts = Self::components(name);
-        let Some((last, parents)) = parts.split_last() else {
-            return Ok(None); // the root itself
-        };
-        let mut dir = self.resolve_dir(parents, 0)?;
-        if *last == b".." {
-            dir.pop();
-            return Ok(Some(dir.join(&b'/')).filter(|p| !p.is_empty()));
-        }
-        dir.push(last.to_vec());
-        Ok(Some(dir.join(&b'/')))
-    }
-}
-
 /// The key of the kernel's hardlink table.
 type LinkKey = (u32, u32, u32, u32);
 
-struct LinkInfo<'a> {
+struct LinkInfo {
     name: Vec<u8>,
     nlink: u32,
     mode: u32,
     uid: u32,
     gid: u32,
-    data: Option<&'a [u8]>,
+    /// The data's size and digest, when it carries data.
+    data: Option<(u32, Option<u64>)>,
 }
 
 /// Runs every check; the findings come in archive order, the fault last.
 pub fn verify(image: &Image) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let mut tree = Tree::default();
+    let mut tree = Tree::new();
     let mut links: HashMap<LinkKey, LinkInfo> = HashMap::new();
     for seg in &image.segments {
         check_stream(image, seg, &mut findings);
-        let data = image.data(seg);
         for e in &seg.entries {
             let place = image.place(seg, e.offset);
             let mut report = |message: String, fatal: bool| {
@@ -148,9 +64,8 @@ pub fn verify(image: &Image) -> Vec<Finding> {
             }
             let h = &e.header;
             let kind = h.mode & S_IFMT;
-            let body = &data[e.data.clone()];
-            if kind == S_IFREG && h.crc {
-                let sum = checksum(body);
+            let body = (h.filesize, e.digest);
+            if let (true, Some(sum)) = (kind == S_IFREG && h.crc, e.sum) {
                 if sum != h.check {
                     report(
                         format!(
@@ -185,7 +100,14 @@ pub fn verify(image: &Image) -> Vec<Finding> {
                 );
                 continue;
             }
-            let path = match tree.place_of(&e.name) {
+            let place_in = {
+                let mut parts: Vec<&[u8]> = components(&e.name).collect();
+                match parts.pop() {
+                    None => Ok(None), // the root itself
+                    Some(last) => tree.dir(ROOT, parts, true).map(|dir| Some((dir, last))),
+                }
+            };
+            let at = match place_in {
                 Ok(p) => p,
                 Err(why) => {
                     let message = match why {
@@ -200,7 +122,7 @@ pub fn verify(image: &Image) -> Vec<Finding> {
                             shown(e),
                             escape(&p)
                         ),
-                        Missing::Loop => format!(
+                        Missing::Loop | Missing::Symlink(_) => format!(
                             "{}: too many levels of symlinks in its path: the kernel drops \
                              the entry",
                             shown(e)
@@ -269,15 +191,16 @@ pub fn verify(image: &Image) -> Vec<Finding> {
                     }
                 }
             }
-            if let Some(path) = path {
-                let node = match kind {
-                    S_IFDIR => Node::Dir,
-                    S_IFLNK => Node::Symlink(super::inspect::target(image, seg, e).to_vec()),
-                    _ => Node::Other,
+            if let Some((dir, last)) = at {
+                let kind = match kind {
+                    S_IFDIR => Kind::Dir,
+                    S_IFLNK => Kind::Symlink(super::inspect::target(e).to_vec()),
+                    _ => Kind::Other,
                 };
-                // An existing directory stays a directory (mkdir's EEXIST).
-                if !(node == Node::Dir && tree.nodes.get(&path) == Some(&Node::Dir)) {
-                    tree.nodes.insert(path, node);
+                if last == b".." {
+                    // `a/..` names a directory that is already there.
+                } else {
+                    tree.set(dir, last, kind);
                 }
             }
         }
@@ -305,8 +228,8 @@ fn check_stream(image: &Image, seg: &Segment, findings: &mut Vec<Finding>) {
     if seg.compression != Compression::Zstd {
         return;
     }
-    let stream = &image.file_bytes()[seg.offset as usize..seg.stream_end as usize];
-    if let Some(w) = compress::zstd_window_size(stream) {
+    let head = image.read_at(seg.offset, 18);
+    if let Some(w) = compress::zstd_window_size(&head) {
         if w > 1 << compress::ZSTD_MAX_WINDOW_LOG {
             findings.push(Finding {
                 place: Place {

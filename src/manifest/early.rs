@@ -191,12 +191,17 @@ fn microcode(
     let mut out = BufWriter::new(File::create(&target).map_err(|e| Error::io(&target, e))?);
     let mut mtime = 0;
     for (path, meta) in &files {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::io::read_regular(path, crate::io::MAX_INPUT).map_err(|e| {
+            Error::io(
+                path,
+                std::io::Error::other(format!("cannot read the microcode: {e}")),
+            )
+        })?;
         let method = firmware_name(&path.to_string_lossy()).1;
         let data = match method {
             Compression::None => bytes,
             m => {
-                compress::decode(m, &bytes)
+                compress::decode(m, &bytes, crate::io::MAX_INPUT as usize)
                     .map_err(|e| {
                         Error::io(
                             path,
@@ -210,10 +215,14 @@ fn microcode(
         mtime = mtime.max(meta.mtime());
     }
     out.flush().map_err(|e| Error::io(&target, e))?;
+    // The concatenation carries the newest part's mtime.
+    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime.max(0) as u64);
+    out.get_ref()
+        .set_modified(when)
+        .map_err(|e| Error::io(&target, e))?;
     drop(out);
     let meta = std::fs::metadata(&target).map_err(|e| Error::io(&target, e))?;
-    let mut source = Source::from_metadata(target, &meta);
-    source.mtime = mtime;
+    let source = Source::from_metadata(target, &meta);
     Ok(Some((source, files.into_iter().map(|(p, _)| p).collect())))
 }
 

@@ -77,12 +77,20 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
         let p = pos.unwrap_or(Pos { line: 1, column: 1 });
         Origin::new(file.clone(), p.line, p.column)
     };
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = crate::io::read_regular(path, crate::io::MAX_INPUT).map_err(|e| {
         Error::usage(format!(
             "cannot read the manifest `{}`: {e}",
             path.display()
         ))
-        .with_hint("check the path; manifests are UTF-8 text")
+        .with_hint("a manifest is a UTF-8 text file of at most 64 MiB; check the path")
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let pos = super::node::pos_of(
+            &String::from_utf8_lossy(e.as_bytes()),
+            e.utf8_error().valid_up_to(),
+        );
+        Error::at(origin(Some(pos)), "the manifest is not UTF-8 text")
+            .with_hint("manifests are UTF-8; write other bytes in paths as { escaped = '\\xHH' }")
     })?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let parsed = match ext {
@@ -175,7 +183,10 @@ pub fn expand(
 /// for values that span lines or contain escapes.
 fn var_column(file: &str, pos: Pos, offset: usize, name: &str) -> u32 {
     let needle = format!("${{{name}}}");
-    let in_line = std::fs::read_to_string(file).ok().and_then(|text| {
+    let text = crate::io::read_regular(Path::new(file), crate::io::MAX_INPUT)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok());
+    let in_line = text.and_then(|text| {
         let line = text.lines().nth(pos.line.checked_sub(1)? as usize)?;
         let from = line
             .char_indices()
@@ -207,6 +218,9 @@ struct Loader<'o> {
     docs: Vec<Doc>,
     /// Canonical paths being loaded, for cycle detection.
     stack: Vec<(PathBuf, String)>,
+    /// Canonical paths loaded or being loaded: each file is read once,
+    /// however many documents include it.
+    seen: std::collections::HashSet<PathBuf>,
     /// Variables known so far (for include and drop-in paths).
     vars: BTreeMap<String, String>,
 }
@@ -242,6 +256,10 @@ impl Loader<'_> {
                 None => Error::usage(msg),
             }
             .with_hint("remove one of the includes"));
+        }
+        if !self.seen.insert(canonical.clone()) {
+            // Included before (by another document): its rules are in already.
+            return Ok(());
         }
         let doc = read_doc(path)?;
         self.stack.push((canonical, path.display().to_string()));
@@ -311,6 +329,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         opts,
         docs: Vec::new(),
         stack: Vec::new(),
+        seen: std::collections::HashSet::new(),
         vars: vars.clone(),
     };
     loader.cli_vars();

@@ -383,6 +383,18 @@ impl Lowerer<'_> {
                             "symlink target must be 1 to 4095 bytes",
                         ));
                     }
+                    if let Some(at) = target.iter().position(|&b| b == 0) {
+                        return Err(Error::at(
+                            doc.origin(r.target.pos),
+                            format!(
+                                "symlink target `{}` has a NUL byte at byte {}; the kernel reads \
+                                 a target up to its first NUL",
+                                escape(&target),
+                                at + 1
+                            ),
+                        )
+                        .with_hint("remove the NUL from the target"));
+                    }
                     let dest = normalise(&path, &doc.origin(r.path.pos))?;
                     self.push(Item::declared(
                         dest,

@@ -97,8 +97,9 @@ pub struct SegmentRule {
     pub compression: Option<Spanned<Compression>>,
     /// Compression level (gzip and bzip2 1-9, xz and lzma 0-9, zstd 1-19).
     pub level: Option<Spanned<i32>>,
-    /// Compression threads for zstd, xz and lz4; 0 (default): one per CPU.
-    pub threads: Option<u32>,
+    /// Compression threads for zstd, xz and lz4, at most 256; 0
+    /// (default): one per CPU.
+    pub threads: Option<Spanned<u32>>,
     /// Glob patterns of image paths this segment takes (`**/*.ko.zst`).
     #[serde(default)]
     pub paths: Vec<Spanned<String>>,
@@ -631,9 +632,14 @@ impl<'de> Deserialize<'de> for AlignSpec {
                 }
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<AlignSpec, E> {
-                match u32::try_from(v) {
-                    Ok(0) => Ok(AlignSpec::None),
-                    Ok(n) if n >= 4 && n.is_power_of_two() => Ok(AlignSpec::Bytes(n)),
+                const MAX: i64 = 1 << 31;
+                match v {
+                    0 => Ok(AlignSpec::None),
+                    n if n > MAX => Err(E::custom(format!(
+                        "alignment {v} is larger than {MAX}, the largest power of two a cpio \
+                         size field can hold"
+                    ))),
+                    n if n >= 4 && (n as u64).is_power_of_two() => Ok(AlignSpec::Bytes(n as u32)),
                     _ => Err(E::custom(format!(
                         "alignment {v} is not a power of two of at least 4"
                     ))),

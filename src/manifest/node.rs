@@ -141,6 +141,14 @@ pub mod yaml_doc {
     use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
     use yaml_rust2::scanner::{Marker, TScalarStyle};
 
+    /// How deep collections may nest: TOML's parser allows 80 levels, so
+    /// YAML gets the same ("recursion limit", as toml says).
+    pub const MAX_DEPTH: usize = 80;
+    /// Values that aliases may add beyond those written: the larger of
+    /// this and the number of values in the document, so that an alias
+    /// bomb (each anchor listing the previous one nine times) fails fast.
+    pub const MIN_ALIAS_BUDGET: usize = 10_000;
+
     #[derive(Default)]
     struct Builder {
         stack: Vec<(Node, Option<Node>)>,
@@ -148,6 +156,18 @@ pub mod yaml_doc {
         root: Option<Node>,
         documents: usize,
         error: Option<SyntaxError>,
+        /// Values read from the text, and values aliases repeated.
+        written: usize,
+        repeated: usize,
+    }
+
+    /// How many values `n` holds, itself included.
+    fn size(n: &Node) -> usize {
+        1 + match &n.value {
+            Value::Seq(items) => items.iter().map(size).sum(),
+            Value::Map(entries) => entries.iter().map(|(k, v)| size(k) + size(v)).sum(),
+            _ => 0,
+        }
     }
 
     fn pos(m: &Marker) -> Pos {
@@ -213,6 +233,26 @@ pub mod yaml_doc {
     impl MarkedEventReceiver for Builder {
         fn on_event(&mut self, ev: Event, mark: Marker) {
             let p = pos(&mark);
+            if self.error.is_some() {
+                return;
+            }
+            if matches!(ev, Event::SequenceStart(..) | Event::MappingStart(..))
+                && self.stack.len() >= MAX_DEPTH
+            {
+                self.error = Some(SyntaxError {
+                    pos: Some(p),
+                    message: format!(
+                        "recursion limit: collections nest more than {MAX_DEPTH} levels deep"
+                    ),
+                });
+                return;
+            }
+            if matches!(
+                ev,
+                Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..)
+            ) {
+                self.written += 1;
+            }
             match ev {
                 Event::DocumentStart => {
                     self.documents += 1;
@@ -290,6 +330,18 @@ pub mod yaml_doc {
                         pos: p,
                         value: Value::Null,
                     });
+                    self.repeated += size(&node);
+                    let budget = self.written.max(MIN_ALIAS_BUDGET);
+                    if self.repeated > budget {
+                        self.error = Some(SyntaxError {
+                            pos: Some(p),
+                            message: format!(
+                                "aliases repeat more than {budget} values; a manifest that \
+                                 large by aliases alone is refused (an alias bomb?)"
+                            ),
+                        });
+                        return;
+                    }
                     self.push_value(node);
                 }
                 _ => {}

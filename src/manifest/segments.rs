@@ -23,6 +23,9 @@ use crate::glob::{self, Below, Separator};
 use crate::path::ancestors;
 use crate::spec::{SegmentSpec, EARLY, MAIN};
 
+/// The most encoder threads a segment may ask for.
+const MAX_THREADS: u32 = 256;
+
 /// One segment's settings and the names it takes.
 struct Rule {
     spec: SegmentSpec,
@@ -84,6 +87,19 @@ impl Rules {
                     paths.push((text.trim_start_matches('/').to_string(), doc.origin(p.pos)));
                 }
                 let level = r.level.as_ref().map(|l| (l.value, doc.origin(l.pos)));
+                if let Some(t) = &r.threads {
+                    if t.value > MAX_THREADS {
+                        return Err(Error::at(
+                            doc.origin(t.pos),
+                            format!(
+                                "{} compression threads; composer starts at most {MAX_THREADS}",
+                                t.value
+                            ),
+                        )
+                        .with_hint("leave `threads` out (or 0) for one per CPU"));
+                    }
+                }
+                let threads = r.threads.as_ref().map(|t| t.value);
                 let compression = r.compression.as_ref().map(|c| c.value);
                 if let Some(c) = &r.compression {
                     if !c.value.can_encode() {
@@ -102,14 +118,14 @@ impl Rules {
                         let d = &mut drafts[i];
                         d.compression = compression.or(d.compression);
                         d.level = level.or(d.level.take());
-                        d.threads = r.threads.or(d.threads);
+                        d.threads = threads.or(d.threads);
                         d.paths.extend(paths);
                     }
                     None => drafts.push(Draft {
                         name,
                         compression,
                         level,
-                        threads: r.threads,
+                        threads,
                         paths,
                         origin,
                     }),

@@ -11,6 +11,7 @@ use std::io::{self, ErrorKind, Write};
 use std::path::Path;
 
 use crate::cpio::header::{checksum, pad_to, TRAILER_NAME};
+use crate::entry::{Entry, Origin, Source};
 use crate::error::{Error, Result};
 use crate::io::read_full;
 use crate::plan::{Alignment, Data, Layout, Record};
@@ -194,6 +195,86 @@ fn shrunk(path: &Path, len: u64) -> Error {
     )
 }
 
+/// Opens a planned source without following a symlink where there was
+/// none, without blocking (a FIFO swapped in) and without taking a
+/// terminal, and checks it is the file that was planned: a regular file
+/// with the same device, inode, size and mtime. What changed, if anything,
+/// is the error.
+fn open_source(source: &Source) -> std::result::Result<File, String> {
+    use rustix::fs::{Mode, OFlags};
+    let mut flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    if source.nofollow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = rustix::fs::open(&source.path, flags, Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::LOOP if source.nofollow => {
+            "is now a symbolic link; it was a file when the build started".to_string()
+        }
+        e => format!("cannot be opened: {}", io::Error::from(e)),
+    })?;
+    let file = File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    still_planned(source, &meta)?;
+    Ok(file)
+}
+
+/// Whether `meta` (of the open source) still describes the planned file.
+fn still_planned(source: &Source, meta: &std::fs::Metadata) -> std::result::Result<(), String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_fifo() {
+            "a named pipe"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_char_device() || ft.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!(
+            "is now {what}; it was a regular file when the build started"
+        ));
+    }
+    if source.ino != 0 && (meta.dev(), meta.ino()) != (source.dev, source.ino) {
+        return Err("was replaced by another file after the build started".into());
+    }
+    if meta.len() != source.size {
+        return Err(format!(
+            "changed size after the build started: {} bytes then, {} now",
+            source.size,
+            meta.len()
+        ));
+    }
+    if meta.mtime() != source.mtime {
+        return Err("was modified after the build started".into());
+    }
+    Ok(())
+}
+
+/// An error about a source, at the manifest or list line that named it.
+fn source_error(origin: &Origin, source: &Source, what: impl std::fmt::Display) -> Error {
+    Error::at(
+        origin.clone(),
+        format!("source `{}` {what}", source.path.display()),
+    )
+    .with_hint("the sources changed while the image was built; build again once they are stable")
+}
+
+/// A failure reading a source (not writing the output), at its origin.
+fn at_source<'a>(origin: &'a Origin, source: &'a Source) -> impl Fn(Error) -> Error + 'a {
+    move |e| match e {
+        Error::Io { path, source: err } if path == source.path => {
+            source_error(origin, source, format_args!("cannot be read: {err}"))
+        }
+        e => e,
+    }
+}
+
 /// Sums a file's bytes (for `070702`), reading it once.
 fn checksum_file(src: &File, path: &Path, len: u64) -> Result<u32> {
     let mut reader = src;
@@ -221,8 +302,14 @@ fn checksum_file(src: &File, path: &Path, len: u64) -> Result<u32> {
 /// A regular file is written by up to `threads` writers at the layout's
 /// offsets, each taking a contiguous share of the bytes; anything else (a
 /// pipe, a terminal) is written in order.
-pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Result<WriteStats> {
-    write_at(layout, out, out_name, threads, 0)
+pub fn write(
+    layout: &Layout,
+    entries: &[Entry],
+    out: &File,
+    out_name: &str,
+    threads: usize,
+) -> Result<WriteStats> {
+    write_at(layout, entries, out, out_name, threads, 0)
 }
 
 /// [`write`] for an archive that starts at file offset `base` (the file
@@ -230,6 +317,7 @@ pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Res
 /// layout's offsets stay relative to the archive's start.
 pub fn write_at(
     layout: &Layout,
+    entries: &[Entry],
     out: &File,
     out_name: &str,
     threads: usize,
@@ -242,13 +330,21 @@ pub fn write_at(
         && out.metadata().map(|m| m.is_file()).unwrap_or(false)
         && rustix::fs::seek(out, rustix::fs::SeekFrom::Current(0)) == Ok(base);
     if !regular {
-        return write_range(layout, &layout.records, out, out_name, None, true);
+        return write_range(layout, entries, &layout.records, out, out_name, None, true);
     }
     let end = base + layout.size;
     // Sized up front: writers fill it at their offsets, padding stays holes.
     out.set_len(end).map_err(|e| Error::io(out_name, e))?;
     if threads <= 1 || layout.records.len() < 2 {
-        let stats = write_range(layout, &layout.records, out, out_name, Some(base), true)?;
+        let stats = write_range(
+            layout,
+            entries,
+            &layout.records,
+            out,
+            out_name,
+            Some(base),
+            true,
+        )?;
         rustix::fs::seek(out, rustix::fs::SeekFrom::Start(end))
             .map_err(|e| Error::io(out_name, e.into()))?;
         return Ok(stats);
@@ -269,7 +365,9 @@ pub fn write_at(
             .map(|(k, w)| {
                 let records = &layout.records[w[0]..w[1]];
                 let last = k + 2 == cuts.len();
-                scope.spawn(move || write_range(layout, records, out, out_name, Some(base), last))
+                scope.spawn(move || {
+                    write_range(layout, entries, records, out, out_name, Some(base), last)
+                })
             })
             .collect();
         handles
@@ -300,6 +398,7 @@ pub fn write_at(
 /// offset when `positional` is given, else at the file position.
 fn write_range(
     layout: &Layout,
+    entries: &[Entry],
     records: &[Record],
     out: &File,
     out_name: &str,
@@ -322,7 +421,8 @@ fn write_range(
     for record in records {
         sink.zeros(record.lead as u64)?;
         debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
-        write_record(&mut sink, record, layout.crc, &mut small)?;
+        let origin = &entries[record.entry].origin;
+        write_record(&mut sink, record, layout.crc, origin, &mut small)?;
     }
     if trailer {
         debug_assert_eq!(sink.pos, layout.trailer_offset);
@@ -338,20 +438,27 @@ fn write_range(
     Ok(sink.stats)
 }
 
-fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>) -> Result<()> {
+fn write_record(
+    sink: &mut Sink,
+    record: &Record,
+    crc: bool,
+    origin: &Origin,
+    small: &mut Vec<u8>,
+) -> Result<()> {
     let mut header = record.header;
     let size = header.filesize as u64;
     let name_fill = record.name_field as u64 - record.name.len() as u64;
     match &record.data {
-        Data::File(source) if size > 0 => {
+        Data::File(source) => {
             let path = source.path.as_path();
-            let src = File::open(path).map_err(|e| Error::io(path, e))?;
+            let src = open_source(source).map_err(|what| source_error(origin, source, what))?;
             let aligned = matches!(record.alignment, Alignment::Aligned(_));
+            let read = at_source(origin, source);
             if size <= SMALL_FILE && !aligned {
                 small.resize(size as usize, 0);
-                let n = read_full(&mut &src, small).map_err(|e| Error::io(path, e))?;
+                let n = read_full(&mut &src, small).map_err(|e| read(Error::io(path, e)))?;
                 if n < small.len() {
-                    return Err(shrunk(path, size));
+                    return Err(read(shrunk(path, size)));
                 }
                 if crc {
                     header.check = checksum(small);
@@ -363,13 +470,19 @@ fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>
                 sink.stats.buffered_bytes += size;
             } else {
                 if crc {
-                    header.check = checksum_file(&src, path, size)?;
+                    header.check = checksum_file(&src, path, size).map_err(&read)?;
                 }
                 sink.put(&header.encode())?;
                 sink.put(record.name)?;
                 sink.zeros(name_fill)?;
-                sink.copy(&src, path, size, aligned)?;
+                sink.copy(&src, path, size, aligned).map_err(&read)?;
             }
+            // What was copied is what was planned: the file did not change
+            // (grow, or get rewritten) while it was read.
+            let meta = src.metadata().map_err(|e| read(Error::io(path, e)))?;
+            still_planned(source, &meta).map_err(|what| {
+                source_error(origin, source, format_args!("{what} (while it was copied)"))
+            })?;
         }
         Data::Inline(bytes) => {
             sink.put(&header.encode())?;
@@ -377,7 +490,7 @@ fn write_record(sink: &mut Sink, record: &Record, crc: bool, small: &mut Vec<u8>
             sink.zeros(name_fill)?;
             sink.put(bytes)?;
         }
-        Data::File(_) | Data::None => {
+        Data::None => {
             sink.put(&header.encode())?;
             sink.put(record.name)?;
             sink.zeros(name_fill)?;

@@ -6,6 +6,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::fd::OwnedFd;
 
 use crate::compress::{self, EncodeOptions};
+use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::io::FullReads;
 use crate::plan::Layout;
@@ -18,6 +19,7 @@ fn broken_pipe(e: &Error) -> bool {
 /// Returns the compressed size.
 pub(super) fn write(
     layout: &Layout,
+    entries: &[Entry],
     out: &File,
     out_name: &str,
     opts: &EncodeOptions,
@@ -26,7 +28,7 @@ pub(super) fn write(
     let pipe = File::from(OwnedFd::from(pipe));
     std::thread::scope(|scope| {
         let producer = scope.spawn(move || {
-            let r = super::archive::write(layout, &pipe, out_name, 1);
+            let r = super::archive::write(layout, entries, &pipe, out_name, 1);
             drop(pipe);
             r
         });

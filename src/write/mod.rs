@@ -11,7 +11,7 @@ mod compressed;
 mod output;
 
 pub use archive::WriteStats;
-pub use output::Output;
+pub use output::{remove_temporaries, Output};
 
 use std::fs::File;
 use std::io::Write;
@@ -70,14 +70,20 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
         let layout = &part.layout;
         report.warnings.extend(layout.warnings.iter().cloned());
         if segment.compression == Compression::None {
-            let stats = archive::write_at(layout, file, &name, writers, pos)?;
+            let stats = archive::write_at(layout, &segment.entries, file, &name, writers, pos)?;
             report.stats.copy_file_range_bytes += stats.copy_file_range_bytes;
             report.stats.buffered_bytes += stats.buffered_bytes;
             report.stats.hole_bytes += stats.hole_bytes;
             report.misses.extend(misses(layout));
             pos += layout.size;
         } else {
-            pos += compressed::write(layout, file, &name, &segment.encode_options(cpus))?;
+            pos += compressed::write(
+                layout,
+                &segment.entries,
+                file,
+                &name,
+                &segment.encode_options(cpus),
+            )?;
         }
         prev = Some(segment.compression);
     }

@@ -1,21 +1,151 @@
-//! Atomic output: the archive is written to a temporary file in the target's
-//! directory and renamed into place only after it is complete (and synced).
-//! On any failure the temporary file is removed and an existing output is
-//! left as it was. A stream (standard output, opened by the caller) is
-//! written in place.
+//! Where an image goes, and how it gets there without destroying anything.
+//!
+//! * A regular file, or a path that does not exist yet, is written through a
+//!   temporary file in the same directory (`.composer-PID-XXXXXX.tmp`) and
+//!   renamed into place only after it is complete (and synced); on any
+//!   failure the temporary file is removed and an existing output is left as
+//!   it was. A replaced file keeps its permission bits and, where the
+//!   process may set them, its owner and group; a new one is 0600, as
+//!   gen_init_cpio `-o` and dracut make theirs.
+//! * A symlink is followed (a chain of them too, and one that dangles): the
+//!   file it names is what gets replaced, as `install` and `cp` do; the
+//!   link stays.
+//! * A character device or a FIFO (`/dev/null`, `/dev/stdout`, `>(cmd)`) is
+//!   written through, in order, as standard output would be; nothing is
+//!   renamed over it.
+//! * Directories, block devices and sockets are refused.
+//!
+//! Temporary files this process has open are listed in a registry, so that
+//! a signal handler can remove them ([`remove_temporaries`]); one that a
+//! killed build left behind is removed by the next build into the same
+//! directory, once no process of its PID is alive.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
 pub enum Output {
-    /// A stream the caller opened (standard output), written in order.
+    /// A stream (standard output, a device, a FIFO), written in order.
     Stream { file: File, name: String },
     Atomic {
-        temp: tempfile::NamedTempFile,
+        temp: Temporary,
+        /// The file that will be replaced (symlinks resolved).
         target: PathBuf,
+        /// What `-o` said, for messages.
+        shown: PathBuf,
+        /// The replaced file's mode and owner, to keep.
+        keep: Option<(u32, u32, u32)>,
     },
+}
+
+/// Temporary files of this process not yet renamed or removed.
+static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes every temporary file this process is writing (for a signal
+/// handler that is about to end the process).
+pub fn remove_temporaries() {
+    let list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
+    for p in list.iter() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// A temporary file in the registry while it exists.
+pub struct Temporary(Option<tempfile::NamedTempFile>);
+
+impl Temporary {
+    fn new(file: tempfile::NamedTempFile) -> Temporary {
+        let mut list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
+        list.push(file.path().to_path_buf());
+        Temporary(Some(file))
+    }
+
+    fn file(&self) -> &tempfile::NamedTempFile {
+        self.0.as_ref().expect("a temporary file until it is taken")
+    }
+
+    /// The file, out of the registry (it is about to be renamed).
+    fn take(mut self) -> tempfile::NamedTempFile {
+        let file = self.0.take().expect("a temporary file until it is taken");
+        unregister(file.path());
+        file
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if let Some(f) = &self.0 {
+            unregister(f.path());
+        }
+    }
+}
+
+fn unregister(path: &Path) {
+    let mut list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
+    list.retain(|p| p != path);
+}
+
+/// The prefix of this process's temporary files.
+fn temp_prefix() -> String {
+    format!(".composer-{}-", std::process::id())
+}
+
+/// Removes `.composer-PID-*.tmp` files in `dir` whose process is gone.
+fn remove_stale(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix(".composer-") else {
+            continue;
+        };
+        if !name.ends_with(".tmp") {
+            continue;
+        }
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// The file a symlink chain ends at (which need not exist).
+fn follow_links(path: &Path) -> Result<PathBuf> {
+    let mut cur = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&cur).map_err(|e| Error::io(&cur, e))?;
+                cur = match cur.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target,
+                };
+            }
+            _ => return Ok(cur),
+        }
+    }
+    Err(Error::usage(format!(
+        "output `{}`: too many levels of symbolic links",
+        path.display()
+    )))
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 impl Output {
@@ -27,18 +157,46 @@ impl Output {
         }
     }
 
-    /// Opens `target` for writing, through a temporary file beside it.
+    /// Opens `target` for writing, as the module documentation says.
     pub fn create(target: &Path) -> Result<Output> {
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if target.is_dir() {
-            return Err(
-                Error::usage(format!("output `{}` is a directory", target.display()))
-                    .with_hint("name the archive file, e.g. -o initrd.img"),
-            );
+        let shown = target.display();
+        // The kernel follows every link (magic ones of /proc too) to tell
+        // what the path names.
+        match std::fs::metadata(target) {
+            Ok(m) if m.is_dir() => {
+                return Err(Error::usage(format!("output `{shown}` is a directory"))
+                    .with_hint("name the archive file, e.g. -o initrd.img"))
+            }
+            Ok(m) if m.file_type().is_char_device() || m.file_type().is_fifo() => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
+                    .open(target)
+                    .map_err(|e| Error::io(target, e))?;
+                return Ok(Output::stream(file, &shown.to_string()));
+            }
+            Ok(m) if !m.is_file() => {
+                let what = if m.file_type().is_block_device() {
+                    "a block device"
+                } else {
+                    "a socket"
+                };
+                return Err(Error::usage(format!(
+                    "output `{shown}` is {what}; composer writes images to files, character \
+                     devices and pipes only"
+                ))
+                .with_hint("name a file, e.g. -o initrd.img"));
+            }
+            _ => {}
         }
+        let resolved = match std::fs::metadata(target) {
+            // A regular file: where it really is, through links (magic
+            // ones too).
+            Ok(_) => std::fs::canonicalize(target).map_err(|e| Error::io(target, e))?,
+            // Missing, or a dangling link: where the link chain ends.
+            Err(_) => follow_links(target)?,
+        };
+        let dir = parent_dir(&resolved);
         if !dir.is_dir() {
             return Err(Error::usage(format!(
                 "the output directory `{}` does not exist",
@@ -46,21 +204,28 @@ impl Output {
             ))
             .with_hint("create it first, or choose another -o path"));
         }
+        remove_stale(&dir);
+        let keep = std::fs::metadata(&resolved)
+            .ok()
+            .filter(Metadata::is_file)
+            .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
         let temp = tempfile::Builder::new()
-            .prefix(".composer-")
+            .prefix(&temp_prefix())
             .suffix(".tmp")
             .tempfile_in(&dir)
             .map_err(|e| Error::io(&dir, e))?;
         Ok(Output::Atomic {
-            temp,
-            target: target.to_path_buf(),
+            temp: Temporary::new(temp),
+            target: resolved,
+            shown: target.to_path_buf(),
+            keep,
         })
     }
 
     pub fn file(&self) -> &File {
         match self {
             Output::Stream { file, .. } => file,
-            Output::Atomic { temp, .. } => temp.as_file(),
+            Output::Atomic { temp, .. } => temp.file().as_file(),
         }
     }
 
@@ -68,7 +233,7 @@ impl Output {
     pub fn name(&self) -> String {
         match self {
             Output::Stream { name, .. } => name.clone(),
-            Output::Atomic { target, .. } => target.display().to_string(),
+            Output::Atomic { shown, .. } => shown.display().to_string(),
         }
     }
 
@@ -83,25 +248,44 @@ impl Output {
                 }
                 Ok(())
             }
-            Output::Atomic { temp, target } => {
-                if sync {
-                    temp.as_file()
-                        .sync_all()
-                        .map_err(|e| Error::io(&target, e))?;
-                }
-                temp.persist(&target)
-                    .map_err(|e| Error::io(&target, e.error))?;
-                if sync {
-                    let dir = match target.parent() {
-                        Some(p) if !p.as_os_str().is_empty() => p,
-                        _ => Path::new("."),
-                    };
-                    File::open(dir)
-                        .and_then(|d| d.sync_all())
-                        .map_err(|e| Error::io(dir, e))?;
-                }
-                Ok(())
-            }
+            Output::Atomic {
+                temp,
+                target,
+                shown,
+                keep,
+            } => finish(temp.take(), &target, &shown, keep, sync),
         }
     }
+}
+
+fn finish(
+    temp: tempfile::NamedTempFile,
+    target: &Path,
+    shown: &Path,
+    keep: Option<(u32, u32, u32)>,
+    sync: bool,
+) -> Result<()> {
+    if let Some((mode, uid, gid)) = keep {
+        let f = temp.as_file();
+        // An owner only root may give; a group the user may not have.
+        let _ = rustix::fs::fchown(
+            f,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+        );
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(shown, e))?;
+    }
+    if sync {
+        temp.as_file().sync_all().map_err(|e| Error::io(shown, e))?;
+    }
+    temp.persist(target)
+        .map_err(|e| Error::io(shown, e.error))?;
+    if sync {
+        let dir = parent_dir(target);
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(&dir, e))?;
+    }
+    Ok(())
 }

@@ -462,12 +462,16 @@ pub fn read(path: &Path) -> io::Result<KoInfo> {
     Reader::default().read(path)
 }
 
+/// The largest module composer decompresses (the largest in a Debian
+/// kernel is under 20 MiB).
+const MAX_MODULE: usize = 512 << 20;
+
 /// The uncompressed bytes of a module file.
 pub fn decompress(method: Compression, data: &[u8]) -> io::Result<Vec<u8>> {
     if method == Compression::None {
         return Ok(data.to_vec());
     }
-    compress::decode(method, data)
+    compress::decode(method, data, MAX_MODULE)
         .map(|d| d.data)
         .map_err(|e| invalid(&format!("cannot decompress ({method}): {e}")))
 }
@@ -705,8 +709,8 @@ impl Reader {
         match compression_of(name) {
             Some(Compression::None) | None => self.parse(Src::File(f), table),
             Some(method) => {
-                let mut data = Vec::new();
-                io::Read::read_to_end(&mut &*f, &mut data)?;
+                let data = crate::io::read_limited(&mut &*f, MAX_MODULE as u64)
+                    .map_err(|e| invalid(&format!("cannot read the module: {e}")))?;
                 let plain = decompress(method, &data)?;
                 self.parse(Src::Mem(&plain), table)
             }

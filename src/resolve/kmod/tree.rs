@@ -189,10 +189,12 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> KmodError + '_ {
 }
 
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>, KmodError> {
-    match std::fs::read(path) {
+    use crate::io::{read_regular, InputError, MAX_INPUT};
+    match read_regular(path, MAX_INPUT) {
         Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(path)(e)),
+        Err(InputError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(InputError::Io(e)) => Err(io_err(path)(e)),
+        Err(e) => Err(io_err(path)(std::io::Error::other(e.to_string()))),
     }
 }
 
