@@ -70,6 +70,33 @@ impl Loaded {
     }
 }
 
+/// A manifest's syntax.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Yaml,
+}
+
+/// Parses a manifest's text; `file` names it in errors.
+pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
+    let origin = |pos: Option<Pos>| {
+        let p = pos.unwrap_or(Pos { line: 1, column: 1 });
+        Origin::new(file.clone(), p.line, p.column)
+    };
+    let parsed = match format {
+        Format::Toml => toml_doc::parse(text),
+        Format::Yaml => yaml_doc::parse(text),
+    };
+    let node = parsed.map_err(|e| Error::at(origin(e.pos), e.message))?;
+    from_node(&node).map_err(|e| {
+        let err = Error::at(origin(e.pos), e.message);
+        match e.hint {
+            Some(h) => err.with_hint(h),
+            None => err,
+        }
+    })
+}
+
 /// Reads and parses one manifest file, TOML or YAML by its extension.
 pub fn read_doc(path: &Path) -> Result<Doc> {
     let file: Arc<str> = Arc::from(path.display().to_string());
@@ -92,10 +119,9 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
         Error::at(origin(Some(pos)), "the manifest is not UTF-8 text")
             .with_hint("manifests are UTF-8; write other bytes in paths as { escaped = '\\xHH' }")
     })?;
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    let parsed = match ext {
-        "toml" => toml_doc::parse(&text),
-        "yaml" | "yml" => yaml_doc::parse(&text),
+    let format = match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "toml" => Format::Toml,
+        "yaml" | "yml" => Format::Yaml,
         _ => {
             return Err(Error::usage(format!(
                 "`{}`: a manifest must end in .toml, .yaml or .yml",
@@ -104,14 +130,7 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
             .with_hint("for a gen_init_cpio list use --list"))
         }
     };
-    let node = parsed.map_err(|e| Error::at(origin(e.pos), e.message))?;
-    let manifest: Manifest = from_node(&node).map_err(|e| {
-        let err = Error::at(origin(e.pos), e.message);
-        match e.hint {
-            Some(h) => err.with_hint(h),
-            None => err,
-        }
-    })?;
+    let manifest = parse(&text, format, &file)?;
     // Absolute, so that sources found beside the manifest stay valid from
     // any working directory (export-list writes them into lists).
     let dir = path

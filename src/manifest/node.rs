@@ -352,10 +352,19 @@ pub mod yaml_doc {
     pub fn parse(text: &str) -> Result<Node, SyntaxError> {
         let mut builder = Builder::default();
         let mut parser = Parser::new_from_str(text);
-        parser.load(&mut builder, true).map_err(|e| SyntaxError {
-            pos: Some(pos(e.marker())),
-            message: e.info().to_string(),
-        })?;
+        // Event by event (the parser's own loader recurses for every level
+        // of nesting), stopping at the first thing the builder refuses.
+        loop {
+            let (ev, mark) = parser.next_token().map_err(|e| SyntaxError {
+                pos: Some(pos(e.marker())),
+                message: e.info().to_string(),
+            })?;
+            let end = ev == Event::StreamEnd;
+            builder.on_event(ev, mark);
+            if end || builder.error.is_some() {
+                break;
+            }
+        }
         if let Some(err) = builder.error {
             return Err(err);
         }

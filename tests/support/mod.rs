@@ -105,9 +105,18 @@ pub fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
-/// A `Command` for the `composer` binary built for this test run.
+/// The `composer` binary under test: the one built for this test run, or
+/// `COMPOSER_TEST_BIN` (to run the tests against another build, e.g. to see
+/// which of them an older commit fails).
+pub fn composer_bin() -> PathBuf {
+    std::env::var_os("COMPOSER_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_composer")))
+}
+
+/// A `Command` for the `composer` binary under test.
 pub fn composer() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_composer"))
+    Command::new(composer_bin())
 }
 
 /// Runs `cmd` to completion, capturing stdout and stderr (stdin is null).

@@ -477,7 +477,6 @@ pub fn decompress(method: Compression, data: &[u8]) -> io::Result<Vec<u8>> {
 }
 
 /// Reads a module from memory (already decompressed).
-#[cfg(test)]
 pub fn parse_bytes(data: &[u8]) -> io::Result<KoInfo> {
     Reader::default().own_table(|r, t| r.parse(Src::Mem(data), t))
 }

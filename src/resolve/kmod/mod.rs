@@ -41,7 +41,7 @@ pub use depmod::{
 };
 pub use error::KmodError;
 pub use host::{scan as scan_host, HostScan};
-pub use ko::{is_module_file, modname, KoInfo};
+pub use ko::{is_module_file, modname, parse_bytes as parse_module, KoInfo};
 pub use names::{normalize_alias, normalize_modname};
 pub use probe::Step;
 pub use scan::{list_module_files, read_modules};

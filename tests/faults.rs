@@ -1,0 +1,231 @@
+//! Faults injected into builds: a full filesystem for every codec, a read-only
+//! target, SIGKILL and SIGTERM at random points of a large build, and two builds to
+//! one output at once. In each case the existing image stays byte for byte what it
+//! was (or becomes one complete new image), and no temporary file outlives the next
+//! build.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::{self, Scratch};
+
+const CODECS: [&str; 7] = ["none", "gzip", "zstd", "xz", "lzma", "bzip2", "lz4"];
+
+/// Pseudo-random, incompressible bytes.
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A sysroot of `files` files of `size` bytes and a manifest over it per codec.
+fn manifests(dir: &Path, files: usize, size: usize) -> Vec<(&'static str, PathBuf)> {
+    let data = dir.join("root/data");
+    fs::create_dir_all(&data).unwrap();
+    for i in 0..files {
+        fs::write(data.join(format!("f{i}")), noise(i as u64 + 1, size)).unwrap();
+    }
+    CODECS
+        .iter()
+        .map(|c| {
+            let m = dir.join(format!("{c}.toml"));
+            fs::write(
+                &m,
+                format!(
+                    "root = \"root\"\n\n[[tree]]\nsrc = \"/data\"\n\n[[segment]]\nname = \"main\"\ncompression = \"{c}\"\nlevel = {}\n",
+                    match *c {
+                        "gzip" | "bzip2" | "xz" | "lzma" | "zstd" => "1",
+                        _ => "",
+                    }
+                )
+                .replace("level = \n", ""),
+            )
+            .unwrap();
+            (*c, m)
+        })
+        .collect()
+}
+
+fn temporaries(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".composer-"))
+        .collect()
+}
+
+/// A tmpfs of `size` at `at`, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn new(at: &Path, options: &str) -> Option<Tmpfs> {
+        fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "composer-test"])
+            .arg(at)
+            .status()
+            .ok()?
+            .success();
+        ok.then(|| Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn build(m: &Path, out: &Path) -> Command {
+    let mut cmd = support::composer();
+    cmd.arg("build").arg(m).arg("-o").arg(out);
+    cmd
+}
+
+#[test]
+fn a_full_filesystem_fails_cleanly_for_every_codec() {
+    if !support::require_root() {
+        return;
+    }
+    let dir = Scratch::new("faults-enospc");
+    let ms = manifests(&dir, 4, 300_000);
+    let Some(fs_) = Tmpfs::new(&dir.join("small"), "size=512k") else {
+        support::skip("cannot mount a tmpfs");
+        return;
+    };
+    let out = fs_.0.join("initrd.img");
+    fs::write(&out, b"the previous image").unwrap();
+    for (codec, m) in &ms {
+        let o = support::run(&mut build(m, &out));
+        assert!(
+            !o.status.success(),
+            "{codec}: a 1.2 MB image fit in 512 KiB"
+        );
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("No space left"), "{codec}: {e}");
+        assert_eq!(fs::read(&out).unwrap(), b"the previous image", "{codec}");
+        assert!(
+            temporaries(&fs_.0).is_empty(),
+            "{codec}: {:?}",
+            temporaries(&fs_.0)
+        );
+    }
+}
+
+#[test]
+fn a_read_only_target_fails_cleanly() {
+    if !support::require_root() {
+        return;
+    }
+    let dir = Scratch::new("faults-ro");
+    let ms = manifests(&dir, 2, 10_000);
+    let Some(fs_) = Tmpfs::new(&dir.join("ro"), "size=4m") else {
+        support::skip("cannot mount a tmpfs");
+        return;
+    };
+    let out = fs_.0.join("initrd.img");
+    fs::write(&out, b"the previous image").unwrap();
+    assert!(Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs_.0)
+        .status()
+        .unwrap()
+        .success());
+    let o = support::run(&mut build(&ms[0].1, &out));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Read-only file system"));
+    assert_eq!(fs::read(&out).unwrap(), b"the previous image");
+}
+
+#[test]
+fn killed_builds_leave_the_old_image_and_the_next_build_cleans_up() {
+    let dir = Scratch::new("faults-kill");
+    // About 60 MB of sources: a build takes long enough to be caught at
+    // every stage (planning, copying, compressing, syncing).
+    let ms = manifests(&dir, 30, 2_000_000);
+    let out = dir.join("initrd.img");
+    support::run_ok(&mut build(&ms[0].1, &out));
+    let before = fs::read(&out).unwrap();
+    fs::write(&out, b"the previous image").unwrap();
+    let before_text = fs::read(&out).unwrap();
+    // What each build writes when it is not interrupted.
+    let refs: Vec<Vec<u8>> = ms
+        .iter()
+        .map(|(c, m)| {
+            let r = dir.join(format!("ref-{c}.img"));
+            support::run_ok(&mut build(m, &r));
+            fs::read(&r).unwrap()
+        })
+        .collect();
+    let before = {
+        drop(before);
+        before_text
+    };
+    let mut x: u64 = 0x5eed;
+    for round in 0..12 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = round % ms.len();
+        let (codec, m) = &ms[k];
+        let mut child = build(m, &out)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5 + x % 400));
+        let sig = if round % 2 == 0 { "-KILL" } else { "-TERM" };
+        let _ = Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status();
+        let _ = child.wait().unwrap();
+        let now = fs::read(&out).unwrap();
+        // Killed in time: the old image; too late: the new one, whole.
+        assert!(
+            now == before || now == refs[k],
+            "round {round} ({codec}, {sig}): neither the old image nor the new one"
+        );
+        if sig == "-TERM" {
+            assert!(
+                temporaries(&dir).is_empty(),
+                "SIGTERM left {:?}",
+                temporaries(&dir)
+            );
+        }
+        fs::write(&out, &before).unwrap();
+    }
+    // What SIGKILL left, the next build removes.
+    support::run_ok(&mut build(&ms[0].1, &dir.join("next.img")));
+    assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+}
+
+#[test]
+fn two_builds_to_one_output_leave_one_complete_image() {
+    let dir = Scratch::new("faults-race");
+    let ms = manifests(&dir, 8, 1_000_000);
+    let (a, b) = (&ms[0].1, &ms[2].1);
+    let (ra, rb) = (dir.join("a.img"), dir.join("b.img"));
+    support::run_ok(&mut build(a, &ra));
+    support::run_ok(&mut build(b, &rb));
+    let (wa, wb) = (fs::read(&ra).unwrap(), fs::read(&rb).unwrap());
+    assert_ne!(wa, wb);
+    let out = dir.join("initrd.img");
+    for round in 0..6 {
+        let mut one = build(a, &out).stderr(Stdio::null()).spawn().unwrap();
+        let mut two = build(b, &out).stderr(Stdio::null()).spawn().unwrap();
+        assert!(one.wait().unwrap().success() && two.wait().unwrap().success());
+        let got = fs::read(&out).unwrap();
+        assert!(got == wa || got == wb, "round {round}: a mix of two images");
+        assert!(temporaries(&dir).is_empty());
+    }
+}
