@@ -45,47 +45,63 @@ pub enum Output {
 static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Removes every temporary file this process is writing (for a signal
-/// handler that is about to end the process).
+/// handler that is about to end the process). The registry stays locked
+/// afterwards, so no thread creates another temporary file before the
+/// process ends.
 pub fn remove_temporaries() {
     let list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
     for p in list.iter() {
         let _ = std::fs::remove_file(p);
     }
+    std::mem::forget(list);
 }
 
 /// A temporary file in the registry while it exists.
 pub struct Temporary(Option<tempfile::NamedTempFile>);
 
 impl Temporary {
-    fn new(file: tempfile::NamedTempFile) -> Temporary {
+    /// Creates a temporary file in `dir` and registers it in one step under
+    /// the registry's lock: a signal handler either runs before the file
+    /// exists or sees it listed.
+    fn create_in(dir: &Path) -> Result<Temporary> {
         let mut list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
+        let file = tempfile::Builder::new()
+            .prefix(&temp_prefix())
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
         list.push(file.path().to_path_buf());
-        Temporary(Some(file))
+        Ok(Temporary(Some(file)))
     }
 
     fn file(&self) -> &tempfile::NamedTempFile {
         self.0.as_ref().expect("a temporary file until it is taken")
     }
 
-    /// The file, out of the registry (it is about to be renamed).
-    fn take(mut self) -> tempfile::NamedTempFile {
-        let file = self.0.take().expect("a temporary file until it is taken");
-        unregister(file.path());
-        file
+    /// Renames the file to `target` and takes it out of the registry in
+    /// one step under the registry's lock, so a signal handler removes it
+    /// until the moment it is renamed and never after.
+    fn persist(mut self, target: &Path) -> std::io::Result<()> {
+        let mut list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
+        let file = self.0.take().expect("a temporary file until it is renamed");
+        let path = file.path().to_path_buf();
+        // On failure the returned file is dropped, which removes it.
+        let done = file.persist(target).map(drop).map_err(|e| e.error);
+        list.retain(|p| *p != path);
+        done
     }
 }
 
 impl Drop for Temporary {
+    /// Removes the file and its registry entry under the lock.
     fn drop(&mut self) {
-        if let Some(f) = &self.0 {
-            unregister(f.path());
+        if let Some(f) = self.0.take() {
+            let mut list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
+            let path = f.path().to_path_buf();
+            drop(f);
+            list.retain(|p| *p != path);
         }
     }
-}
-
-fn unregister(path: &Path) {
-    let mut list = TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner());
-    list.retain(|p| p != path);
 }
 
 /// The prefix of this process's temporary files.
@@ -209,13 +225,8 @@ impl Output {
             .ok()
             .filter(Metadata::is_file)
             .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
-        let temp = tempfile::Builder::new()
-            .prefix(&temp_prefix())
-            .suffix(".tmp")
-            .tempfile_in(&dir)
-            .map_err(|e| Error::io(&dir, e))?;
         Ok(Output::Atomic {
-            temp: Temporary::new(temp),
+            temp: Temporary::create_in(&dir)?,
             target: resolved,
             shown: target.to_path_buf(),
             keep,
@@ -253,20 +264,20 @@ impl Output {
                 target,
                 shown,
                 keep,
-            } => finish(temp.take(), &target, &shown, keep, sync),
+            } => finish(temp, &target, &shown, keep, sync),
         }
     }
 }
 
 fn finish(
-    temp: tempfile::NamedTempFile,
+    temp: Temporary,
     target: &Path,
     shown: &Path,
     keep: Option<(u32, u32, u32)>,
     sync: bool,
 ) -> Result<()> {
     if let Some((mode, uid, gid)) = keep {
-        let f = temp.as_file();
+        let f = temp.file().as_file();
         // An owner only root may give; a group the user may not have.
         let _ = rustix::fs::fchown(
             f,
@@ -277,10 +288,12 @@ fn finish(
             .map_err(|e| Error::io(shown, e))?;
     }
     if sync {
-        temp.as_file().sync_all().map_err(|e| Error::io(shown, e))?;
+        temp.file()
+            .as_file()
+            .sync_all()
+            .map_err(|e| Error::io(shown, e))?;
     }
-    temp.persist(target)
-        .map_err(|e| Error::io(shown, e.error))?;
+    temp.persist(target).map_err(|e| Error::io(shown, e))?;
     if sync {
         let dir = parent_dir(target);
         File::open(&dir)
