@@ -291,6 +291,10 @@ fn drain(mut r: impl Read, out: &mut Vec<u8>) -> Result<(), DecodeError> {
 /// as it is read (nothing is held but the decoder's own window), with the
 /// count of input bytes it has used: after the decoder reports the end,
 /// the length of the stream.
+/// The most memory an xz or lzma decoder may take (its dictionary): xz -9
+/// needs 65 MiB; a header asking for more than this is refused, not obeyed.
+pub const MAX_DECODER_MEMORY: u64 = 256 << 20;
+
 pub fn stream<'a>(
     method: Compression,
     mut input: Input<'a>,
@@ -312,9 +316,15 @@ pub fn stream<'a>(
             Box::new(flate2::bufread::GzDecoder::new(input))
         }
         Compression::Bzip2 => Box::new(bzip2::bufread::BzDecoder::new(input)),
-        Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new(input)),
+        // A header may ask for any dictionary (up to 4 GiB): the decoders get
+        // a memory limit instead of the header's word.
+        Compression::Xz => {
+            let stream = liblzma::stream::Stream::new_stream_decoder(MAX_DECODER_MEMORY, 0)
+                .map_err(|e| fail(&e.to_string()))?;
+            Box::new(liblzma::bufread::XzDecoder::new_stream(input, stream))
+        }
         Compression::Lzma => {
-            let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
+            let stream = liblzma::stream::Stream::new_lzma_decoder(MAX_DECODER_MEMORY)
                 .map_err(|e| fail(&e.to_string()))?;
             Box::new(liblzma::bufread::XzDecoder::new_stream(input, stream))
         }

@@ -508,7 +508,10 @@ fn dynamic<R: ReadAt + ?Sized>(
         .iter()
         .find(|p| p.kind == PT_LOAD && strtab >= p.vaddr && strtab - p.vaddr < p.filesz)
         .ok_or_else(|| bad(format!("DT_STRTAB {strtab:#x} lies in no PT_LOAD segment")))?;
-    let table_off = seg.offset + (strtab - seg.vaddr);
+    let table_off = seg
+        .offset
+        .checked_add(strtab - seg.vaddr)
+        .ok_or_else(|| bad("DT_STRTAB maps past the end of the file"))?;
     let in_segment = seg.filesz - (strtab - seg.vaddr);
     let table_len = strsz.map_or(in_segment, |s| s.min(in_segment));
     let string = |off: u64| -> Result<Vec<u8>, ParseError> {
@@ -517,7 +520,10 @@ fn dynamic<R: ReadAt + ?Sized>(
                 "string offset {off} beyond the dynamic string table ({table_len} bytes)"
             )));
         }
-        read_cstr(r, table_off + off, (table_len - off) as usize)
+        let at = table_off
+            .checked_add(off)
+            .ok_or_else(|| bad("a dynamic string lies past the end of the file"))?;
+        read_cstr(r, at, (table_len - off) as usize)
     };
     for v in needed {
         d.needed.push(string(v)?);

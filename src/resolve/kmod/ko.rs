@@ -785,7 +785,8 @@ impl Reader {
         }
         let table_len = shnum.checked_mul(shentsize).ok_or_else(truncated)?;
         let before = shoff.min(NAMES_BEFORE_TABLE);
-        let [table_area] = src.fetch(&mut self.table, [(shoff - before, before + table_len)])?;
+        let area_len = table_len.checked_add(before).ok_or_else(truncated)?;
+        let [table_area] = src.fetch(&mut self.table, [(shoff - before, area_len)])?;
         let area_start = shoff - before;
         let table = &table_area[before as usize..];
         let shdr = |i: u64| elf.section(&table[(i * shentsize) as usize..]);

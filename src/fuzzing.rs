@@ -1,0 +1,113 @@
+//! The bodies of the fuzz targets (fuzz/fuzz_targets), here so that the
+//! regression test runs every input a fuzzer once broke composer with
+//! (fuzz/regressions) through exactly the calls the fuzzer made. Each takes
+//! any bytes and must return: a panic, an abort or a runaway allocation is
+//! a bug.
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use crate::image::inspect::{render, InspectOptions};
+use crate::image::{diff, verify, Image, Want};
+use crate::list::ListOptions;
+use crate::manifest::load::{parse, Format};
+
+/// A fuzz target's body.
+pub type Target = fn(&[u8]);
+
+/// The fuzz targets by name, as `cargo fuzz` knows them.
+pub const TARGETS: [(&str, Target); 6] = [
+    ("manifest_toml", manifest_toml),
+    ("manifest_yaml", manifest_yaml),
+    ("list", list),
+    ("image", image),
+    ("elf", elf),
+    ("ko", ko),
+];
+
+/// The TOML manifest loader: a manifest or an error with a position.
+pub fn manifest_toml(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = parse(text, Format::Toml, &Arc::from("fuzz.toml"));
+    }
+}
+
+/// The YAML manifest loader: nesting, anchors and aliases included.
+pub fn manifest_yaml(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = parse(text, Format::Yaml, &Arc::from("fuzz.yaml"));
+    }
+}
+
+fn list_env(name: &str) -> Option<OsString> {
+    match name {
+        "FIX" => Some("/nonexistent".into()),
+        "SELF" => Some("${SELF}".into()),
+        _ => None,
+    }
+}
+
+/// The gen_init_cpio list readers, strict and --compat (the first byte
+/// chooses), with variables that expand to nothing or to themselves.
+pub fn list(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let opts = ListOptions {
+        compat: first & 1 == 1,
+        env: &list_env,
+    };
+    if let Ok(parsed) = crate::list::parse(rest, "fuzz.list", &opts) {
+        let _ = crate::list::write_list(&parsed.entries);
+    }
+}
+
+/// The image reader behind inspect, verify, extract's plan and diff: every
+/// segment, every compression (the decoders run on what the fuzzer makes of
+/// their streams).
+pub fn image(data: &[u8]) {
+    let image = Image::from_bytes_with("fuzz", data.to_vec(), Want::all());
+    let _ = verify::verify(&image);
+    let _ = diff::diff(&image, &image, true);
+    for opts in [
+        InspectOptions::default(),
+        InspectOptions {
+            long: true,
+            ..InspectOptions::default()
+        },
+        InspectOptions {
+            json: true,
+            ..InspectOptions::default()
+        },
+        InspectOptions {
+            segments: true,
+            ..InspectOptions::default()
+        },
+    ] {
+        let _ = render(&image, &opts);
+    }
+    let mut sink = Vec::new();
+    let _ = image.for_each_data(|_, _, r| {
+        sink.clear();
+        let _ = r.read_to_end(&mut sink);
+        Ok(())
+    });
+}
+
+/// The ELF reader of shared-library resolution (headers, program headers,
+/// the dynamic section, notes).
+pub fn elf(data: &[u8]) {
+    if let Ok(elf) = crate::resolve::elf::parse(data) {
+        let _ = elf.is_static();
+        let _ = elf.soname();
+    }
+}
+
+/// The kernel-module reader (.modinfo, symbols, __versions).
+pub fn ko(data: &[u8]) {
+    if let Ok(info) = crate::resolve::kmod::parse_module(data) {
+        let _ = info.modinfo().count();
+        let _ = info.exports().count();
+        let _ = info.imports().count();
+    }
+}
