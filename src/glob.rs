@@ -42,21 +42,35 @@ pub fn matcher(text: &str, sep: Separator, origin: &Origin) -> Result<GlobMatche
 
 /// Patterns as one set; None when there are none.
 pub fn set(patterns: &[(String, Origin)], sep: Separator, below: Below) -> Result<Option<GlobSet>> {
+    Ok(indexed(patterns, sep, below)?.map(|(s, _)| s))
+}
+
+/// [`set`], with the pattern (index into `patterns`) each glob of the set
+/// comes from, to tell which patterns matched.
+pub fn indexed(
+    patterns: &[(String, Origin)],
+    sep: Separator,
+    below: Below,
+) -> Result<Option<(GlobSet, Vec<usize>)>> {
     if patterns.is_empty() {
         return Ok(None);
     }
     let mut b = GlobSetBuilder::new();
-    for (text, origin) in patterns {
+    let mut owner = Vec::new();
+    for (i, (text, origin)) in patterns.iter().enumerate() {
         b.add(build(text, sep, origin)?);
+        owner.push(i);
         if below == Below::Yes {
             let under = format!("{}/**", text.trim_end_matches('/'));
             b.add(build(&under, sep, origin)?);
+            owner.push(i);
         }
     }
-    b.build().map(Some).map_err(|e| {
+    let set = b.build().map_err(|e| {
         let origin = patterns[0].1.clone();
         Error::at(origin, format!("bad glob set: {e}"))
-    })
+    })?;
+    Ok(Some((set, owner)))
 }
 
 #[cfg(test)]

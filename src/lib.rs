@@ -8,11 +8,13 @@
 //! [`extract`] read images back. The library returns values and warnings
 //! and never prints: the `composer` binary does.
 
+pub mod cache;
 pub mod compress;
 pub mod cpio;
 pub mod entry;
 pub mod error;
 pub mod extract;
+pub mod fuzzing;
 pub mod glob;
 pub mod image;
 pub mod io;

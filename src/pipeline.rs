@@ -20,8 +20,9 @@ pub struct ListInput<'a> {
     pub name: &'a str,
 }
 
-/// Loads and lowers a manifest; `output` is where the image will go (for
-/// `align = "auto"`).
+/// Loads and lowers a manifest; `output` is where the image will go (`-o`;
+/// without it, the manifest's default output inside the root), which
+/// `align = "auto"` depends on.
 pub fn manifest_spec(
     path: &Path,
     load: &LoadOptions,
@@ -30,8 +31,13 @@ pub fn manifest_spec(
     output: Option<&Path>,
 ) -> Result<ImageSpec> {
     let loaded = manifest::load(path, load)?;
-    let policy = policy::decide(cli, loaded.asked(), env, output)?;
-    manifest::lower(&loaded, policy)
+    let output = output
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| loaded.output.clone());
+    let policy = policy::decide(cli, loaded.asked(), env, Some(&output))?;
+    let mut spec = manifest::lower(&loaded, policy)?;
+    spec.output = Some(output);
+    Ok(spec)
 }
 
 /// Reads a list and stats its sources. `source_date_epoch`: whether

@@ -238,7 +238,13 @@ pub fn block_size_for(output: &Path) -> Result<u32> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let st = rustix::fs::statfs(dir).map_err(|e| Error::io(dir, e.into()))?;
+    let st = match rustix::fs::statfs(dir) {
+        Ok(st) => st,
+        // Not there yet (a plan for /boot of a root without one): the
+        // common block size; a build fails on the missing directory anyway.
+        Err(rustix::io::Errno::NOENT) => return Ok(4096),
+        Err(e) => return Err(Error::io(dir, e.into())),
+    };
     let bsize = st.f_bsize as u64;
     Ok(
         if bsize.is_power_of_two() && (4..=1 << 20).contains(&bsize) {

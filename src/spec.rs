@@ -74,6 +74,8 @@ pub struct ImageSpec {
     pub warnings: Vec<Warning>,
     /// How `binaries` were resolved, for `composer why`.
     pub elf: Option<Resolution>,
+    /// Where the image goes: `-o`, else the manifest's default output.
+    pub output: Option<std::path::PathBuf>,
     /// Files composer made for the image (concatenated microcode), kept
     /// until the image is written.
     pub(crate) _scratch: Option<tempfile::TempDir>,
@@ -89,6 +91,7 @@ impl ImageSpec {
             policy,
             warnings: Vec::new(),
             elf: None,
+            output: None,
             _scratch: None,
         }
     }

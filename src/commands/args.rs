@@ -39,12 +39,11 @@ fn message(e: Error) -> String {
 /// What an image is made from: a manifest, or a gen_init_cpio list.
 #[derive(clap::Args, Debug)]
 pub struct Input {
-    /// The manifest (.toml, .yaml or .yml).
-    #[arg(
-        value_name = "MANIFEST",
-        required_unless_present = "list",
-        conflicts_with = "list"
-    )]
+    /// The manifest (.toml, .yaml or .yml). Without one: the system
+    /// configuration (/etc/composer/initrd.toml and the drop-ins of
+    /// /usr/lib/composer/initrd.d and /etc/composer/initrd.d, inside the
+    /// root), else the generic profile.
+    #[arg(value_name = "MANIFEST", conflicts_with = "list")]
     pub manifest: Option<PathBuf>,
     /// A gen_init_cpio list instead (`-` for standard input).
     #[arg(long, value_name = "LIST")]
@@ -101,9 +100,18 @@ pub struct ManifestArgs {
     /// Set a variable for `${NAME}` (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = assignment)]
     pub set: Vec<(String, String)>,
-    /// Source root: look up every source path inside this directory.
+    /// Source root: look up every source path inside this directory (and
+    /// read the system configuration and profiles there).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// The kernel's module tree, when it is not the root's
+    /// lib/modules/VERSION (as dracut's --kmoddir).
+    #[arg(long, value_name = "DIR")]
+    pub kmoddir: Option<PathBuf>,
+    /// Read a profile (generic, hostonly, ...) before the manifest
+    /// (repeatable).
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
 }
 
 impl ManifestArgs {
@@ -112,6 +120,9 @@ impl ManifestArgs {
             kver: self.kver.clone(),
             set: self.set.clone(),
             root: self.root.clone(),
+            kmoddir: self.kmoddir.clone(),
+            profiles: self.profiles.clone(),
+            dropins: Vec::new(),
         }
     }
 }

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use composer::error::{Error, Result};
 use composer::list::ListOptions;
+use composer::manifest::LoadOptions;
 use composer::pipeline::{self, ListInput};
 use composer::policy::Environment;
 use composer::spec::ImageSpec;
@@ -17,9 +18,10 @@ pub struct Args {
     pub input: Input,
     #[command(flatten)]
     pub vars: ManifestArgs,
-    /// Where to write the archive (`-` for standard output).
+    /// Where to write the archive (`-` for standard output); default the
+    /// manifest's `[image] output`, /boot/initrd.img-KVER inside the root.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub archive: ArchiveArgs,
 }
@@ -44,20 +46,50 @@ pub fn list_spec(
     pipeline::list_spec(&input, &opts, &archive.overrides(), env, source_date_epoch)
 }
 
+/// The manifest to read and the load options: the one named, or the
+/// system configuration of the root.
+pub fn manifest_and_options(
+    manifest: Option<&Path>,
+    vars: &ManifestArgs,
+) -> Result<(PathBuf, LoadOptions)> {
+    let mut load = vars.load_options();
+    if let Some(m) = manifest {
+        return Ok((m.to_path_buf(), load));
+    }
+    let root = vars.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let config = composer::manifest::system::find(&root);
+    load.dropins = config.dropins;
+    // No configuration: the profiles named on the command line, else the
+    // default one (the generic image).
+    let main = match config.main {
+        Some(m) => m,
+        None if !load.profiles.is_empty() => {
+            let first = load.profiles.remove(0);
+            composer::manifest::find_profile(&first, &root).map_err(Error::usage)?
+        }
+        None => composer::manifest::find_profile("default", &root).map_err(Error::usage)?,
+    };
+    Ok((main, load))
+}
+
 pub fn exec(a: Args) -> Result<()> {
     let env = Environment::current();
-    let spec = match (&a.input.manifest, &a.input.list) {
-        (_, Some(list)) => list_spec(list, &a.archive, &env, true)?,
-        (Some(m), None) => pipeline::manifest_spec(
-            m,
-            &a.vars.load_options(),
-            &a.archive.overrides(),
-            &env,
-            Some(&a.output),
-        )?,
-        (None, None) => return Err(Error::usage("name a manifest or --list LIST")),
+    let spec = match &a.input.list {
+        Some(list) => {
+            let Some(out) = &a.output else {
+                return Err(Error::usage("--list needs -o OUT").with_hint("e.g. -o initrd.img"));
+            };
+            let mut spec = list_spec(list, &a.archive, &env, true)?;
+            spec.output = Some(out.clone());
+            spec
+        }
+        None => {
+            let (m, load) = manifest_and_options(a.input.manifest.as_deref(), &a.vars)?;
+            pipeline::manifest_spec(&m, &load, &a.archive.overrides(), &env, a.output.as_deref())?
+        }
     };
-    let report = pipeline::build(&spec, ui::output(&a.output)?, !a.archive.no_sync)?;
+    let out = spec.output.clone().expect("a build has an output");
+    let report = pipeline::build(&spec, ui::output(&out)?, !a.archive.no_sync)?;
     ui::build_report(&report);
     Ok(())
 }

@@ -35,6 +35,7 @@ struct EarlyDraft {
     amd: Option<(PathBuf, Origin)>,
     acpi: bool,
     acpi_dir: Option<(PathBuf, Origin)>,
+    optional: bool,
     origin: Option<Origin>,
 }
 
@@ -278,14 +279,19 @@ fn gather_early(
             }
         }
         if found.is_empty() {
-            warnings.push(Warning {
-                origin: Some(o.clone()),
-                message: format!(
-                    "[early] microcode: no microcode in the root `{}` (looked in \
+            // None at all: a warning unless the rule says a root may have none
+            // (the profiles: a VM's root often has none). No empty early
+            // segment either way.
+            if !early.optional {
+                warnings.push(Warning {
+                    origin: Some(o.clone()),
+                    message: format!(
+                        "[early] microcode: no microcode in the root `{}` (looked in \
                      /usr/lib/firmware and /lib/firmware for intel-ucode and amd-ucode)",
-                    root.path().display()
-                ),
-            });
+                        root.path().display()
+                    ),
+                });
+            }
         } else {
             for d in ["kernel/x86", "kernel/x86/microcode"] {
                 list.push(dir(d, &o));
@@ -314,7 +320,7 @@ fn gather_early(
         } else {
             Vec::new()
         };
-        if tables.is_empty() {
+        if tables.is_empty() && !early.optional {
             warnings.push(Warning {
                 origin: Some(o.clone()),
                 message: format!("[early] acpi: no *.aml tables in `{}`", path.display()),
@@ -367,6 +373,7 @@ pub(super) fn gather(
         early.origin = Some(doc.origin(e.pos));
         early.microcode = v.microcode.unwrap_or(early.microcode);
         early.acpi = v.acpi.unwrap_or(early.acpi);
+        early.optional = v.optional.unwrap_or(early.optional);
         if let Some(p) = &v.intel_microcode {
             early.intel = Some(host_path(doc, loaded, &root, p)?);
         }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::de::{from_node, Spanned};
-use super::model::{AlignSpec, Defaults, ImageSettings, Manifest, MtimePolicySpec};
+use super::model::{AlignSpec, Defaults, ImageSettings, InitSpec, Manifest, MtimePolicySpec};
 use super::node::{toml_doc, yaml_doc, Pos};
 use crate::entry::Origin;
 use crate::error::{Error, Result};
@@ -24,6 +24,13 @@ pub struct LoadOptions {
     pub set: Vec<(String, String)>,
     /// `--root`: overrides the manifest's `root`.
     pub root: Option<PathBuf>,
+    /// `--kmoddir`: the kernel's module tree, outside the root.
+    pub kmoddir: Option<PathBuf>,
+    /// Profiles (`--profile`) read before the manifest, by name.
+    pub profiles: Vec<String>,
+    /// Drop-in files read after the manifest, in order (the system
+    /// configuration's).
+    pub dropins: Vec<PathBuf>,
 }
 
 /// One manifest file, parsed.
@@ -48,6 +55,13 @@ pub struct Loaded {
     pub root: PathBuf,
     pub defaults: Defaults,
     pub image: ImageSettings,
+    /// The kernel's module tree when it is not in the root.
+    pub kmoddir: Option<PathBuf>,
+    /// The init the image gets (its profile is among `docs`).
+    pub init: InitSpec,
+    /// Where `build` writes without `-o`: `[image] output` (default
+    /// `/boot/initrd.img-${kver}`), inside the root.
+    pub output: PathBuf,
 }
 
 impl Loaded {
@@ -288,7 +302,11 @@ impl Loader<'_> {
         self.cli_vars();
         for inc in &doc.manifest.include {
             let rel = expand(inc, inc.pos, &doc.file, &self.vars)?;
-            let target = doc.dir.join(rel);
+            let target = if super::profiles::is_name(&rel) {
+                self.profile(&rel, &doc.origin(inc.pos))?
+            } else {
+                doc.dir.join(rel)
+            };
             self.load(&target, Some(doc.origin(inc.pos)))?;
         }
         let dropins = doc
@@ -329,6 +347,17 @@ impl Loader<'_> {
     }
 }
 
+impl Loader<'_> {
+    /// The file of profile `name`, looked up in the root of `--root`.
+    fn profile(&self, name: &str, at: &Origin) -> Result<PathBuf> {
+        let root = self.opts.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        super::profiles::find(name, &root).map_err(|e| {
+            Error::at(at.clone(), e)
+                .with_hint("`composer build --help` lists where profiles are looked up")
+        })
+    }
+}
+
 fn merge_defaults(into: &mut Defaults, d: &Spanned<Defaults>) {
     let d = &d.value;
     into.uid = d.uid.or(into.uid);
@@ -352,7 +381,45 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         vars: vars.clone(),
     };
     loader.cli_vars();
+    let cli = Origin::new(Arc::from("<command line>"), 1, 1);
+    for name in &opts.profiles {
+        let p = loader.profile(name, &cli)?;
+        loader.load(&p, Some(cli.clone()))?;
+    }
     loader.load(path, None)?;
+    for d in &opts.dropins {
+        loader.load(d, None)?;
+    }
+    // The init: the last document's choice, and its profile after them all.
+    let mut init = InitSpec::None;
+    let mut init_at = None;
+    for doc in &loader.docs {
+        if let Some(i) = &doc.manifest.init {
+            init = i.value;
+            init_at = Some(doc.origin(i.pos));
+        }
+    }
+    if init == InitSpec::Auto {
+        let root = settings_root(&loader, opts)?;
+        let has = crate::resolve::root::Root::new(&root)
+            .resolve(Path::new("/usr/lib/systemd/systemd"), true)
+            .is_ok_and(|p| p.is_file());
+        init = if has {
+            InitSpec::Systemd
+        } else {
+            InitSpec::Shell
+        };
+    }
+    let profile = match init {
+        InitSpec::Shell => Some("init-shell"),
+        InitSpec::Systemd => Some("init-systemd"),
+        InitSpec::None | InitSpec::Auto => None,
+    };
+    if let Some(name) = profile {
+        let at = init_at.unwrap_or_else(|| cli.clone());
+        let p = loader.profile(name, &at)?;
+        loader.load(&p, Some(at))?;
+    }
     // Variables, like every setting, follow the documents' order (an
     // include's value yields to the including file's); the command line wins.
     loader.vars = vars;
@@ -364,7 +431,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     loader.cli_vars();
     let mut defaults = Defaults::default();
     let mut image = ImageSettings::default();
-    let mut root = PathBuf::from("/");
+    let mut output = PathBuf::from("/boot/initrd.img-${kver}");
     for doc in &loader.docs {
         let m = &doc.manifest;
         if let Some(d) = &m.defaults {
@@ -374,14 +441,13 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             image.order = i.order.or(image.order);
             image.parents = i.parents.or(image.parents);
             image.align_mode = i.align_mode.or(image.align_mode);
-        }
-        if let Some(r) = &m.root {
-            root = doc.dir.join(expand(r, r.pos, &doc.file, &loader.vars)?);
+            if let Some(o) = &i.output {
+                let text = String::from_utf8_lossy(&o.value.0).into_owned();
+                output = PathBuf::from(expand(&text, o.pos, &doc.file, &loader.vars)?);
+            }
         }
     }
-    if let Some(r) = &opts.root {
-        root = r.clone();
-    }
+    let root = settings_root(&loader, opts)?;
     if !root.is_dir() {
         return Err(Error::usage(format!(
             "the source root `{}` is not a directory",
@@ -389,13 +455,37 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         ))
         .with_hint("set `root` in the manifest or --root to an existing directory"));
     }
+    let output = if output.as_os_str().to_string_lossy().contains("${kver}") {
+        let kver = loader.vars.get("kver").cloned().unwrap_or_default();
+        PathBuf::from(output.to_string_lossy().replace("${kver}", &kver))
+    } else {
+        output
+    };
+    let output = root.join(output.strip_prefix("/").unwrap_or(&output));
     Ok(Loaded {
         docs: loader.docs,
         vars: loader.vars,
         root,
         defaults,
         image,
+        kmoddir: opts.kmoddir.clone(),
+        init,
+        output,
     })
+}
+
+/// The source root the documents (and `--root`) name.
+fn settings_root(loader: &Loader, opts: &LoadOptions) -> Result<PathBuf> {
+    if let Some(r) = &opts.root {
+        return Ok(r.clone());
+    }
+    let mut root = PathBuf::from("/");
+    for doc in &loader.docs {
+        if let Some(r) = &doc.manifest.root {
+            root = doc.dir.join(expand(r, r.pos, &doc.file, &loader.vars)?);
+        }
+    }
+    Ok(root)
 }
 
 #[cfg(test)]

@@ -39,6 +39,8 @@ struct Lowered {
     entries: Vec<Entry>,
     elf: Option<crate::resolve::elf::Resolution>,
     warnings: Vec<Warning>,
+    /// The image's directory symlinks (merged /usr): link -> target.
+    links: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 /// How strongly an item claims its destination: an implied directory (a
@@ -680,11 +682,16 @@ pub fn lower(loaded: &Loaded, policy: Policy) -> Result<ImageSpec> {
         }
         None => (Vec::new(), None),
     };
+    let links = lowered.links;
+    let merged =
+        |p: &str| String::from_utf8_lossy(&through_links(p.as_bytes(), &links)).into_owned();
+    let segments = rules.split(lowered.entries, early_entries, &merged, &mut warnings)?;
     Ok(ImageSpec {
-        segments: rules.split(lowered.entries, early_entries),
+        segments,
         policy,
         warnings,
         elf: lowered.elf,
+        output: Some(loaded.output.clone()),
         _scratch: scratch,
     })
 }
@@ -708,8 +715,10 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
     for doc in &loaded.docs {
         lw.rules(doc)?;
     }
-    let requests = std::mem::take(&mut lw.binary_requests);
-    let mut warnings = Vec::new();
+    let units = super::systemd::add_all(loaded)?;
+    let mut requests = std::mem::take(&mut lw.binary_requests);
+    requests.extend(units.programs);
+    let mut warnings = units.warnings;
     let (binaries, elf) = super::binaries::add_all(
         &requests,
         &super::binaries::options(loaded),
@@ -717,7 +726,7 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
         &mut warnings,
     )?;
     let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
-    for a in binaries.into_iter().chain(modules) {
+    for a in units.added.into_iter().chain(binaries).chain(modules) {
         let dest = normalise(&a.dest, &a.origin)?;
         lw.push(Item::declared(dest, a.kind, a.mode, (None, None), a.origin));
     }
@@ -931,6 +940,7 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
         entries,
         elf,
         warnings: lw.warnings,
+        links,
     })
 }
 

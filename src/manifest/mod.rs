@@ -20,12 +20,17 @@ mod lower;
 pub mod model;
 mod modules;
 pub mod node;
+mod profiles;
 mod segments;
+pub mod system;
+mod systemd;
 
 pub use early::DEFAULT_ACPI_DIR;
 pub use load::{load, LoadOptions, Loaded};
 pub use lower::lower;
-pub use modules::cache_dir;
+pub use profiles::{
+    builtin_names as profile_names, find as find_profile, INSTALLED as PROFILES_INSTALLED,
+};
 
 /// The JSON Schema of the manifest, as `composer schema` prints it.
 pub fn schema_json() -> String {

@@ -18,9 +18,17 @@ use crate::resolve::elf::DlopenLevel;
 #[serde(deny_unknown_fields)]
 #[schemars(title = "composer manifest")]
 pub struct Manifest {
-    /// Other manifests read before this one (paths relative to this file).
+    /// Other manifests read before this one: paths relative to this file,
+    /// or profiles by name (`"generic"`, `"hostonly"`: a name without
+    /// .toml/.yaml/.yml, looked up in /etc/composer/profiles, then
+    /// /usr/lib/composer/profiles, then the profiles composer carries).
     #[serde(default)]
     pub include: Vec<Spanned<String>>,
+    /// The image's /init: `"shell"` (composer's own init for a POSIX sh),
+    /// `"systemd"` (the root's systemd in initrd mode), `"auto"` (systemd
+    /// when the root has it, else shell) or `"none"` (the manifest makes
+    /// /init itself; the default).
+    pub init: Option<Spanned<InitSpec>>,
     /// A directory of drop-in manifests (`*.toml`, `*.yaml`, `*.yml`), read
     /// after this file in name order.
     #[serde(default)]
@@ -82,6 +90,41 @@ pub struct Manifest {
     /// overrides, for the kernel's early loaders.
     #[serde(default)]
     pub early: Option<Spanned<EarlySettings>>,
+    /// Units of the root's systemd with what they pull in and run,
+    /// generators, and udev rules with their helpers.
+    #[serde(default)]
+    pub systemd: Option<Spanned<SystemdSettings>>,
+}
+
+/// The root's systemd in the image (lists add up over the documents).
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SystemdSettings {
+    /// Units by name (`initrd.target`), taken with their drop-ins, the units
+    /// they pull in and the programs they run.
+    #[serde(default)]
+    pub units: Vec<Spanned<String>>,
+    /// Generators by name (`systemd-fstab-generator`).
+    #[serde(default)]
+    pub generators: Vec<Spanned<String>>,
+    /// udev rules files by name (`60-persistent-storage.rules`), with the
+    /// helpers they run.
+    #[serde(default)]
+    pub udev_rules: Vec<Spanned<String>>,
+    /// udev rules files taken, with their helpers, when the root has them
+    /// (those device-mapper, lvm2 or mdadm install), without a warning when
+    /// it does not.
+    #[serde(default)]
+    pub udev_rules_if_present: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum InitSpec {
+    None,
+    Shell,
+    Systemd,
+    Auto,
 }
 
 /// One archive of the image.
@@ -103,6 +146,8 @@ pub struct SegmentRule {
     /// Glob patterns of image paths this segment takes (`**/*.ko.zst`).
     #[serde(default)]
     pub paths: Vec<Spanned<String>>,
+    /// Patterns that match nothing are no warning (default false).
+    pub optional: Option<bool>,
 }
 
 /// What the early (first, uncompressed) segment holds.
@@ -112,6 +157,8 @@ pub struct EarlySettings {
     /// CPU microcode as kernel/x86/microcode/GenuineIntel.bin and
     /// AuthenticAMD.bin (default false).
     pub microcode: Option<bool>,
+    /// A root without microcode or ACPI tables is no warning (default false).
+    pub optional: Option<bool>,
     /// Intel microcode: a directory whose files are concatenated, or a
     /// prebuilt GenuineIntel.bin. Default: the root's
     /// /usr/lib/firmware/intel-ucode or /lib/firmware/intel-ucode.
@@ -160,6 +207,9 @@ pub struct ImageSettings {
     pub order: Option<Order>,
     /// Create missing parent directories (default true).
     pub parents: Option<bool>,
+    /// Where `composer build` writes the image when `-o` is not given,
+    /// inside the root; default `/boot/initrd.img-${kver}`.
+    pub output: Option<Spanned<PathText>>,
     /// How data alignment is reached: `"readers"` (default: reorder, fill
     /// gaps with small entries, pad names and repeat directory entries; every
     /// reader extracts the archive), `"kernel-only"` (NUL runs between
@@ -318,6 +368,16 @@ pub struct ModuleRule {
     /// matched against the tree's aliases, and what /proc/modules lists.
     #[serde(default)]
     pub host: bool,
+    /// The modules the running machine needs to reach its root filesystem:
+    /// every device from the root's block device (through partitions and
+    /// device-mapper or md slaves) up to its controller, and the root's
+    /// filesystem type; plus its keyboards.
+    #[serde(default)]
+    pub rootfs: bool,
+    /// Also list the names of this rule in /etc/modules-load.d/composer.conf,
+    /// so the init loads them at boot whether a device asks or not.
+    #[serde(default)]
+    pub load: bool,
     /// Skip names that match no module instead of failing.
     #[serde(default)]
     pub optional: bool,

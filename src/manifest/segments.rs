@@ -29,7 +29,13 @@ const MAX_THREADS: u32 = 256;
 /// One segment's settings and the names it takes.
 struct Rule {
     spec: SegmentSpec,
+    /// The `paths` as written (without a leading `/`).
+    patterns: Vec<(String, Origin)>,
     matcher: Option<GlobSet>,
+    /// The pattern each glob of `matcher` comes from.
+    owner: Vec<usize>,
+    /// Patterns may match nothing.
+    optional: bool,
 }
 
 /// Every segment the documents configure, in image order.
@@ -48,6 +54,7 @@ struct Draft {
     level: Option<(i32, Origin)>,
     threads: Option<u32>,
     paths: Vec<(String, Origin)>,
+    optional: bool,
     origin: Origin,
 }
 
@@ -57,7 +64,10 @@ impl Rules {
         Rules {
             rules: vec![Rule {
                 spec: SegmentSpec::new(MAIN, Compression::None),
+                patterns: Vec::new(),
                 matcher: None,
+                owner: Vec::new(),
+                optional: false,
             }],
             main: 0,
             early: None,
@@ -116,10 +126,16 @@ impl Rules {
                 match same {
                     Some(i) => {
                         let d = &mut drafts[i];
+                        // Another method drops the earlier document's level:
+                        // it was that method's.
+                        if compression.is_some_and(|c| Some(c) != d.compression) {
+                            d.level = None;
+                        }
                         d.compression = compression.or(d.compression);
                         d.level = level.or(d.level.take());
                         d.threads = threads.or(d.threads);
                         d.paths.extend(paths);
+                        d.optional = r.optional.unwrap_or(d.optional);
                     }
                     None => drafts.push(Draft {
                         name,
@@ -127,6 +143,7 @@ impl Rules {
                         level,
                         threads,
                         paths,
+                        optional: r.optional.unwrap_or(false),
                         origin,
                     }),
                 }
@@ -199,6 +216,9 @@ impl Rules {
             out.rules.push(Rule {
                 spec,
                 matcher: glob::set(&d.paths, Separator::Literal, Below::Yes)?,
+                owner: Vec::new(),
+                optional: d.optional,
+                patterns: d.paths,
             });
             if is_main {
                 out.main = i;
@@ -217,7 +237,10 @@ impl Rules {
                     0,
                     Rule {
                         spec: SegmentSpec::new(EARLY, Compression::None),
+                        patterns: Vec::new(),
                         matcher: None,
+                        owner: Vec::new(),
+                        optional: false,
                     },
                 );
                 self.main += 1;
@@ -258,7 +281,7 @@ impl Rules {
     /// name, else the main one. A directory no pattern matches goes only
     /// where its content goes (`None`), or to the main segment when nothing
     /// is below it.
-    fn assign(&self, entries: &[Entry]) -> Vec<Option<usize>> {
+    fn assign(&self, entries: &[Entry], matched: &mut [Vec<bool>]) -> Vec<Option<usize>> {
         let mut nonempty: HashSet<&[u8]> = HashSet::new();
         for e in entries {
             for name in e.names() {
@@ -273,11 +296,19 @@ impl Rules {
             .iter()
             .map(|e| {
                 let path = Path::new(OsStr::from_bytes(&e.name));
-                let matched = self
-                    .rules
-                    .iter()
-                    .position(|r| r.matcher.as_ref().is_some_and(|m| m.is_match(path)));
-                match matched {
+                let mut first = None;
+                for (k, r) in self.rules.iter().enumerate() {
+                    let Some(m) = &r.matcher else { continue };
+                    let hits = m.matches(path);
+                    if hits.is_empty() {
+                        continue;
+                    }
+                    first.get_or_insert(k);
+                    for h in hits {
+                        matched[k][r.owner[h]] = true;
+                    }
+                }
+                match first {
                     Some(k) => Some(k),
                     None if e.kind == Kind::Dir && nonempty.contains(e.name.as_bytes()) => None,
                     None => Some(self.main),
@@ -289,13 +320,58 @@ impl Rules {
     /// The segments the image will have, with their entries in the order of
     /// `entries` (the early segment's own files first): those that have
     /// entries, and the main one always.
-    pub(super) fn split(self, entries: Vec<Entry>, early: Vec<Entry>) -> Vec<SegmentSpec> {
+    ///
+    /// A pattern also takes what it names through the image's directory
+    /// symlinks (`merged`: `lib/firmware/*.xz` is `usr/lib/firmware/*.xz`
+    /// with merged /usr); one that takes nothing is a warning.
+    pub(super) fn split(
+        mut self,
+        entries: Vec<Entry>,
+        early: Vec<Entry>,
+        merged: &dyn Fn(&str) -> String,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Vec<SegmentSpec>> {
         if self.rules.len() == 1 && early.is_empty() {
             let mut only = self.rules.into_iter().next().expect("one rule").spec;
             only.entries = entries;
-            return vec![only];
+            return Ok(vec![only]);
         }
-        let assigned = self.assign(&entries);
+        for r in &mut self.rules {
+            let mut all: Vec<(String, Origin)> = Vec::new();
+            let mut of: Vec<usize> = Vec::new();
+            for (i, (p, o)) in r.patterns.iter().enumerate() {
+                for text in [p.clone(), merged(p)] {
+                    if !all.iter().zip(&of).any(|((t, _), j)| *t == text && *j == i) {
+                        all.push((text, o.clone()));
+                        of.push(i);
+                    }
+                }
+            }
+            if let Some((set, owner)) = glob::indexed(&all, Separator::Literal, Below::Yes)? {
+                r.owner = owner.into_iter().map(|g| of[g]).collect();
+                r.matcher = Some(set);
+            }
+        }
+        let mut matched: Vec<Vec<bool>> = self
+            .rules
+            .iter()
+            .map(|r| vec![false; r.patterns.len()])
+            .collect();
+        let assigned = self.assign(&entries, &mut matched);
+        for (r, m) in self.rules.iter().zip(&matched).filter(|(r, _)| !r.optional) {
+            for ((p, o), hit) in r.patterns.iter().zip(m) {
+                if !hit {
+                    warnings.push(Warning {
+                        origin: Some(o.clone()),
+                        message: format!(
+                            "segment `{}`: `/{p}` matches nothing in the image (as written, or \
+                             through the image's directory symlinks)",
+                            r.spec.name
+                        ),
+                    });
+                }
+            }
+        }
         let dirs: HashMap<&[u8], usize> = entries
             .iter()
             .enumerate()
@@ -326,7 +402,8 @@ impl Rules {
             .collect();
         let mut early = Some(early);
         let main = self.main;
-        self.rules
+        Ok(self
+            .rules
             .into_iter()
             .zip(wanted)
             .enumerate()
@@ -350,7 +427,7 @@ impl Rules {
                 );
                 (k == main || !spec.entries.is_empty()).then_some(spec)
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -377,15 +454,13 @@ mod tests {
 
     fn rules(patterns: &[&str]) -> Rules {
         let first = Rule {
-            matcher: glob::set(
-                &patterns
-                    .iter()
-                    .map(|p| (p.trim_start_matches('/').to_string(), Origin::default()))
-                    .collect::<Vec<_>>(),
-                Separator::Literal,
-                Below::Yes,
-            )
-            .unwrap(),
+            patterns: patterns
+                .iter()
+                .map(|p| (p.trim_start_matches('/').to_string(), Origin::default()))
+                .collect(),
+            matcher: None,
+            owner: Vec::new(),
+            optional: false,
             spec: SegmentSpec::new("firmware", Compression::None),
         };
         Rules {
@@ -393,7 +468,10 @@ mod tests {
                 first,
                 Rule {
                     spec: SegmentSpec::new(MAIN, Compression::Zstd),
+                    patterns: Vec::new(),
                     matcher: None,
+                    owner: Vec::new(),
+                    optional: false,
                 },
             ],
             main: 1,
@@ -415,7 +493,9 @@ mod tests {
             e("usr", Kind::Dir),
             file("usr/x.ko.zst"),
         ];
-        let parts = rules(&["/lib/firmware/*.xz", "**/*.ko.zst"]).split(entries, vec![]);
+        let parts = rules(&["/lib/firmware/*.xz", "**/*.ko.zst"])
+            .split(entries, vec![], &|p| p.to_string(), &mut Vec::new())
+            .unwrap();
         assert_eq!(
             names(&parts[0]),
             [
@@ -440,7 +520,9 @@ mod tests {
             e("etc", Kind::Dir),
             file("etc/x.xz"),
         ];
-        let parts = rules(&["**/*.xz"]).split(entries, vec![]);
+        let parts = rules(&["**/*.xz"])
+            .split(entries, vec![], &|p| p.to_string(), &mut Vec::new())
+            .unwrap();
         assert_eq!(names(&parts[0]), ["etc", "etc/x.xz"]);
         assert_eq!(names(&parts[1]), ["a", "a/b"]);
     }
@@ -448,7 +530,9 @@ mod tests {
     #[test]
     fn a_directory_pattern_takes_what_is_below() {
         let entries = vec![e("etc", Kind::Dir), file("etc/a"), file("b")];
-        let parts = rules(&["etc"]).split(entries, vec![]);
+        let parts = rules(&["etc"])
+            .split(entries, vec![], &|p| p.to_string(), &mut Vec::new())
+            .unwrap();
         assert_eq!(names(&parts[0]), ["etc", "etc/a"]);
         assert_eq!(names(&parts[1]), ["b"]);
     }

@@ -145,7 +145,7 @@ impl<'t> Selection<'t> {
         }
     }
 
-    fn add_query_head(&mut self, query: &str, head: &str, req: &Request) -> bool {
+    pub fn add_query_head(&mut self, query: &str, head: &str, req: &Request) -> bool {
         let found = self.tree.lookup(query);
         for f in &found {
             self.add_found(f, head, req);

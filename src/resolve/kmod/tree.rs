@@ -243,6 +243,32 @@ impl ModuleTree {
         }
     }
 
+    /// [`Self::open_with`] for a module tree at `dir` outside the root
+    /// (the root still gives the configuration and firmware); in the image
+    /// it goes to `lib/modules/<kver>`.
+    pub fn open_in(
+        root: &Root,
+        kver: &str,
+        dir: &Path,
+        scans: Option<&Path>,
+    ) -> Result<ModuleTree, KmodError> {
+        if !dir.is_dir() {
+            return Err(KmodError::NoModuleDir {
+                kver: kver.to_string(),
+                tried: vec![dir.display().to_string()],
+            });
+        }
+        let dir = dir.to_path_buf();
+        let image_dir = format!("lib/modules/{kver}");
+        if dir.join("modules.dep.bin").is_file() {
+            Self::from_indexes(root, kver, dir, image_dir)
+        } else if dir.join("modules.dep").is_file() {
+            Self::from_text(root, kver, dir, image_dir)
+        } else {
+            Self::scan_dir(root, kver, dir, image_dir, scans)
+        }
+    }
+
     /// Opens the tree by reading every module, whatever metadata it has.
     pub fn scan(root: &Root, kver: &str) -> Result<ModuleTree, KmodError> {
         let (dir, image_dir) = module_dir(root, kver)?;

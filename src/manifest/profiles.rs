@@ -1,0 +1,130 @@
+//! Profiles: manifests included by name (`include = ["generic"]`).
+//!
+//! A name is looked up inside the root the build reads (`--root`, else
+//! `/`): `/etc/composer/profiles/NAME.toml` (the administrator's), then
+//! `/usr/lib/composer/profiles/NAME.toml` (the package's), then the copy
+//! composer carries in its binary, written once into its cache so that the
+//! files profiles name beside themselves (`init/composer-init`) are real
+//! files and errors point at real lines.
+
+use std::path::{Path, PathBuf};
+
+/// The profiles directory as the repository ships it.
+const FILES: &[(&str, &str)] = &[
+    ("base.toml", include_str!("../../profiles/base.toml")),
+    ("default.toml", include_str!("../../profiles/default.toml")),
+    ("generic.toml", include_str!("../../profiles/generic.toml")),
+    (
+        "hostonly.toml",
+        include_str!("../../profiles/hostonly.toml"),
+    ),
+    (
+        "init-shell.toml",
+        include_str!("../../profiles/init-shell.toml"),
+    ),
+    (
+        "init-systemd.toml",
+        include_str!("../../profiles/init-systemd.toml"),
+    ),
+    (
+        "init/composer-init",
+        include_str!("../../profiles/init/composer-init"),
+    ),
+    (
+        "init/initrd-release",
+        include_str!("../../profiles/init/initrd-release"),
+    ),
+    (
+        "init/composer-emergency",
+        include_str!("../../profiles/init/composer-emergency"),
+    ),
+    (
+        "init/composer-timeout-generator",
+        include_str!("../../profiles/init/composer-timeout-generator"),
+    ),
+    (
+        "init/emergency-shell.conf",
+        include_str!("../../profiles/init/emergency-shell.conf"),
+    ),
+];
+
+/// Where the package installs them.
+pub const INSTALLED: &str = "/usr/lib/composer/profiles";
+/// Where an administrator's own go.
+pub const LOCAL: &str = "/etc/composer/profiles";
+
+/// Whether an `include` entry is a profile name rather than a path: no
+/// `/`, no manifest extension, and only letters, digits, `-`, `_`, `.`.
+pub fn is_name(include: &str) -> bool {
+    !include.is_empty()
+        && !include.contains('/')
+        && ![".toml", ".yaml", ".yml"]
+            .iter()
+            .any(|e| include.ends_with(e))
+        && include
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+/// The names of the profiles composer carries.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    FILES
+        .iter()
+        .filter_map(|(f, _)| f.strip_suffix(".toml"))
+        .filter(|n| !n.contains('/'))
+}
+
+/// The file of profile `name` for a build reading `root`.
+pub fn find(name: &str, root: &Path) -> Result<PathBuf, String> {
+    for dir in [LOCAL, INSTALLED] {
+        let p = root
+            .join(dir.trim_start_matches('/'))
+            .join(format!("{name}.toml"));
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    if !builtin_names().any(|n| n == name) {
+        let known: Vec<&str> = builtin_names().collect();
+        return Err(format!(
+            "no profile `{name}` (in {LOCAL}, {INSTALLED} or composer's own: {})",
+            known.join(", ")
+        ));
+    }
+    let dir = builtin_dir().map_err(|e| format!("cannot write composer's profiles: {e}"))?;
+    Ok(dir.join(format!("{name}.toml")))
+}
+
+/// The profiles composer carries, as files in its cache.
+fn builtin_dir() -> std::io::Result<PathBuf> {
+    let files: Vec<(String, Vec<u8>)> = FILES
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.as_bytes().to_vec()))
+        .collect();
+    crate::cache::store_in(
+        "profiles",
+        &files,
+        &[
+            "init/composer-init",
+            "init/composer-emergency",
+            "init/composer-timeout-generator",
+        ],
+        std::time::UNIX_EPOCH,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_paths() {
+        assert!(is_name("generic"));
+        assert!(is_name("my-profile_2"));
+        assert!(!is_name("generic.toml"));
+        assert!(!is_name("common/base.toml"));
+        assert!(!is_name("../x"));
+        assert!(builtin_names().any(|n| n == "hostonly"));
+        assert!(!builtin_names().any(|n| n.contains('/')));
+    }
+}

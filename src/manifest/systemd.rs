@@ -1,0 +1,506 @@
+//! `[systemd]`: the root's own systemd in an image, with what its units need,
+//! read from the unit files themselves.
+//!
+//! Every unit named is looked up in the root (`/etc/systemd/system`, then
+//! `/usr/lib/systemd/system`, then `/lib/systemd/system`; an instance
+//! `foo@bar.service` through its template `foo@.service`) and taken with:
+//! the units it pulls in (`Requires=`, `Requisite=`, `Wants=`, `BindsTo=`,
+//! `Upholds=`, `OnFailure=`, `OnSuccess=`, the `.wants/` and `.requires/`
+//! directories of the vendor unit directories (not /etc's, which say what
+//! the running system enables), a socket's, path's or timer's service), its drop-ins
+//! (`foo.service.d/*.conf`), the alias it may be a link to, and the programs
+//! its `Exec*=` lines run (resolved with their libraries like `binaries`;
+//! a program behind `-` may be missing). Generators are programs of
+//! `system-generators/`; udev rules files come with the helpers their
+//! `PROGRAM`, `IMPORT{program}` and `RUN` keys run from `/usr/lib/udev`.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::item::Added;
+use super::load::{expand, Loaded};
+use crate::entry::{Kind, Origin};
+use crate::error::{Error, Result, Warning};
+use crate::resolve::elf::BinaryRequest;
+use crate::resolve::root::Root;
+
+const UNIT_DIRS: [&str; 3] = [
+    "/etc/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+];
+const GENERATOR_DIRS: [&str; 2] = [
+    "/usr/lib/systemd/system-generators",
+    "/lib/systemd/system-generators",
+];
+const RULE_DIRS: [&str; 3] = [
+    "/etc/udev/rules.d",
+    "/usr/lib/udev/rules.d",
+    "/lib/udev/rules.d",
+];
+const UDEV_DIRS: [&str; 2] = ["/usr/lib/udev", "/lib/udev"];
+
+/// The most units one image takes (a bound for a hostile root).
+const MAX_UNITS: usize = 4000;
+/// The largest unit, drop-in or rules file read.
+const MAX_FILE: u64 = 1 << 20;
+
+/// Units systemd makes itself, with no file.
+const BUILTIN: [&str; 4] = ["-.slice", "system.slice", "init.scope", "-.mount"];
+
+/// The keys whose values are units this one needs: one missing is said.
+const NEEDS: [&str; 3] = ["Requires", "Requisite", "BindsTo"];
+/// The keys whose values are units this one pulls in.
+const PULLS: [&str; 7] = [
+    "Requires",
+    "Requisite",
+    "Wants",
+    "BindsTo",
+    "Upholds",
+    "OnFailure",
+    "OnSuccess",
+];
+const EXECS: [&str; 7] = [
+    "ExecStart",
+    "ExecStartPre",
+    "ExecStartPost",
+    "ExecStop",
+    "ExecStopPost",
+    "ExecReload",
+    "ExecCondition",
+];
+
+/// What `[systemd]` adds: files and symlinks, and programs to resolve.
+pub(super) struct Found {
+    pub added: Vec<Added>,
+    pub programs: Vec<BinaryRequest>,
+    pub warnings: Vec<Warning>,
+}
+
+fn with_rule(origin: &Origin, rule: String) -> Origin {
+    let mut o = origin.clone();
+    o.rule = Some(Arc::from(rule));
+    o
+}
+
+/// A file or symlink of the root, as an item at the same path.
+fn take(root: &Root, inside: &str, origin: &Origin, out: &mut Vec<Added>) -> Result<()> {
+    let host = root.join(Path::new(inside));
+    let meta = std::fs::symlink_metadata(&host)
+        .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?;
+    let kind = if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&host)
+            .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?;
+        use std::os::unix::ffi::OsStrExt;
+        Kind::Symlink {
+            target: target.as_os_str().as_bytes().to_vec(),
+        }
+    } else {
+        Kind::File {
+            source: crate::resolve::file_source(
+                &host,
+                &std::fs::metadata(&host)
+                    .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?,
+                origin,
+            )?,
+            links: Vec::new(),
+        }
+    };
+    let mode = match &kind {
+        Kind::Symlink { .. } => 0o777,
+        _ => {
+            use std::os::unix::fs::MetadataExt;
+            meta.mode() & 0o7777
+        }
+    };
+    out.push(Added {
+        dest: inside.as_bytes().to_vec(),
+        kind,
+        mode,
+        origin: origin.clone(),
+    });
+    Ok(())
+}
+
+/// Reads a small text file of the root.
+fn read_text(root: &Root, inside: &str) -> Option<String> {
+    let host = root.resolve(Path::new(inside), true).ok()?;
+    let bytes = crate::io::read_regular(&host, MAX_FILE).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// `key=value` pairs of a unit file (sections do not matter here), with
+/// continued lines joined.
+fn settings(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if pending.is_empty() && (line.starts_with('#') || line.starts_with(';')) {
+            continue;
+        }
+        if let Some(part) = line.strip_suffix('\\') {
+            pending.push_str(part);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(line);
+        let full = std::mem::take(&mut pending);
+        if let Some((k, v)) = full.split_once('=') {
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// The program an `Exec*=` value runs, and whether its failure is ignored.
+fn exec_program(value: &str) -> Option<(String, bool)> {
+    let v = value.trim_start();
+    let prefix_len = v.find(|c: char| !"-@:+!".contains(c)).unwrap_or(v.len());
+    let ignore = v[..prefix_len].contains('-');
+    let program = v[prefix_len..].split_whitespace().next()?;
+    if program.contains(['%', '$']) || program.is_empty() {
+        return None;
+    }
+    Some((program.to_string(), ignore))
+}
+
+/// The template a unit instance comes from (`foo@bar.service` -> `foo@.service`).
+fn template(unit: &str) -> Option<String> {
+    let (name, suffix) = unit.rsplit_once('.')?;
+    let (base, instance) = name.split_once('@')?;
+    (!instance.is_empty()).then(|| format!("{base}@.{suffix}"))
+}
+
+/// Where unit `name` is in the root, if anywhere.
+fn unit_path(root: &Root, name: &str) -> Option<String> {
+    for dir in UNIT_DIRS {
+        for n in std::iter::once(name.to_string()).chain(template(name)) {
+            let p = format!("{dir}/{n}");
+            if std::fs::symlink_metadata(root.join(Path::new(&p))).is_ok() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Entries of a directory of the root, sorted, as paths inside it.
+fn entries(root: &Root, dir: &str) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(root.join(Path::new(dir))) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names.into_iter().map(|n| format!("{dir}/{n}")).collect()
+}
+
+/// Settings of `[systemd]` merged over the documents: the lists add up.
+#[derive(Default)]
+struct Asked {
+    units: Vec<(String, Origin)>,
+    generators: Vec<(String, Origin)>,
+    rules: Vec<(String, Origin)>,
+    rules_if_present: Vec<(String, Origin)>,
+}
+
+fn asked(loaded: &Loaded) -> Result<Asked> {
+    let mut a = Asked::default();
+    for doc in &loaded.docs {
+        let Some(s) = &doc.manifest.systemd else {
+            continue;
+        };
+        let s = &s.value;
+        for (list, into) in [
+            (&s.units, &mut a.units),
+            (&s.generators, &mut a.generators),
+            (&s.udev_rules, &mut a.rules),
+            (&s.udev_rules_if_present, &mut a.rules_if_present),
+        ] {
+            for v in list {
+                into.push((
+                    expand(v, v.pos, &doc.file, &loaded.vars)?,
+                    doc.origin(v.pos),
+                ));
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// Resolves `[systemd]` of the loaded documents.
+pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
+    let asked = asked(loaded)?;
+    let root = Root::new(&loaded.root);
+    let mut found = Found {
+        added: Vec::new(),
+        programs: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut programs: BTreeSet<String> = BTreeSet::new();
+    let search = super::binaries::options(loaded).search_path;
+    // A program a unit runs: optional (a missing one is a warning), or left
+    // out quietly when the unit ignores its failure (`-`) and it is absent.
+    let mut program = |name: String, ignore: bool, origin: &Origin, found: &mut Found| {
+        if !programs.insert(name.clone()) {
+            return;
+        }
+        let present = if name.starts_with('/') {
+            root.resolve(Path::new(&name), true)
+                .is_ok_and(|p| p.exists())
+        } else {
+            search
+                .iter()
+                .any(|d| root.resolve(&d.join(&name), true).is_ok_and(|p| p.exists()))
+        };
+        if ignore && !present {
+            return;
+        }
+        let o = with_rule(origin, format!("program {name}"));
+        found
+            .programs
+            .push(BinaryRequest::program(name).optional(true).at(o));
+    };
+
+    // Units, breadth first, each once.
+    // (unit, origin, chain, needed: one missing is said).
+    let mut queue: VecDeque<(String, Origin, String, bool)> = asked
+        .units
+        .iter()
+        .map(|(u, o)| (u.clone(), o.clone(), format!("[systemd] unit {u}"), true))
+        .collect();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    while let Some((unit, origin, chain, needed)) = queue.pop_front() {
+        if BUILTIN.contains(&unit.as_str()) || !seen.insert(unit.clone()) {
+            continue;
+        }
+        if seen.len() > MAX_UNITS {
+            return Err(Error::at(
+                origin,
+                format!("[systemd] pulls in more than {MAX_UNITS} units"),
+            ));
+        }
+        let o = with_rule(&origin, chain.clone());
+        let Some(path) = unit_path(&root, &unit) else {
+            // A unit only wanted may be missing, as systemd itself allows;
+            // one that is needed is said, once.
+            if needed {
+                found.warnings.push(Warning {
+                    origin: Some(o),
+                    message: format!("unit `{unit}` is not in the root; left out ({chain})"),
+                });
+            } else {
+                seen.remove(&unit);
+            }
+            continue;
+        };
+        let mut texts = Vec::new();
+        let mut follow = |inside: String, found: &mut Found| -> Result<()> {
+            if taken.insert(inside.clone()) {
+                take(&root, &inside, &o, &mut found.added)?;
+            }
+            Ok(())
+        };
+        follow(path.clone(), &mut found)?;
+        // An alias: a link to the unit it names.
+        let host = root.join(Path::new(&path));
+        if std::fs::symlink_metadata(&host).is_ok_and(|m| m.file_type().is_symlink()) {
+            if let Some(target) = std::fs::read_link(&host)
+                .ok()
+                .and_then(|t| t.file_name().and_then(|n| n.to_str()).map(str::to_string))
+            {
+                queue.push_back((
+                    target.clone(),
+                    origin.clone(),
+                    format!("{chain} -> alias {target}"),
+                    true,
+                ));
+            }
+        }
+        if let Some(t) = read_text(&root, &path) {
+            texts.push(t);
+        }
+        let file = path.rsplit('/').next().unwrap_or(&unit).to_string();
+        for dir in UNIT_DIRS {
+            for name in [unit.clone(), file.clone()].iter().collect::<BTreeSet<_>>() {
+                for conf in entries(&root, &format!("{dir}/{name}.d")) {
+                    if conf.ends_with(".conf") {
+                        follow(conf.clone(), &mut found)?;
+                        if let Some(t) = read_text(&root, &conf) {
+                            texts.push(t);
+                        }
+                    }
+                }
+                // What the admin enabled in /etc is for the running system,
+                // not the initrd: only the vendor directories' links count.
+                for kind in ["wants", "requires"] {
+                    if dir.starts_with("/etc/") {
+                        continue;
+                    }
+                    for want in entries(&root, &format!("{dir}/{name}.{kind}")) {
+                        follow(want.clone(), &mut found)?;
+                        let w = want.rsplit('/').next().unwrap_or_default().to_string();
+                        queue.push_back((
+                            w.clone(),
+                            origin.clone(),
+                            format!("{chain} -> {kind} {w}"),
+                            kind == "requires",
+                        ));
+                    }
+                }
+            }
+        }
+        for text in &texts {
+            for (k, v) in settings(text) {
+                if PULLS.contains(&k.as_str()) {
+                    for u in v.split_whitespace().filter(|u| !u.contains('%')) {
+                        queue.push_back((
+                            u.to_string(),
+                            origin.clone(),
+                            format!("{chain} -> {k} {u}"),
+                            NEEDS.contains(&k.as_str()),
+                        ));
+                    }
+                } else if EXECS.contains(&k.as_str()) {
+                    if let Some((p, ignore)) = exec_program(&v) {
+                        program(p, ignore, &origin, &mut found);
+                    }
+                } else if k == "Service" || k == "Unit" {
+                    queue.push_back((
+                        v.clone(),
+                        origin.clone(),
+                        format!("{chain} -> {k} {v}"),
+                        true,
+                    ));
+                }
+            }
+        }
+        // A socket, path or timer starts its service of the same name.
+        if let Some(base) = [".socket", ".path", ".timer"]
+            .iter()
+            .find_map(|s| unit.strip_suffix(s))
+        {
+            let service = format!("{base}.service");
+            if unit_path(&root, &service).is_some() {
+                queue.push_back((
+                    service.clone(),
+                    origin.clone(),
+                    format!("{chain} -> {service}"),
+                    true,
+                ));
+            }
+        }
+    }
+
+    for (name, origin) in &asked.generators {
+        let inside = GENERATOR_DIRS
+            .iter()
+            .map(|d| format!("{d}/{name}"))
+            .find(|p| root.join(Path::new(p)).exists());
+        match inside {
+            Some(p) => program(p, false, origin, &mut found),
+            None => {
+                return Err(Error::at(
+                    origin.clone(),
+                    format!("generator `{name}` is not in the root's system-generators"),
+                ))
+            }
+        }
+    }
+
+    let rules = asked.rules.iter().map(|r| (r, true));
+    let if_present = asked.rules_if_present.iter().map(|r| (r, false));
+    for ((name, origin), needed) in rules.chain(if_present) {
+        let Some(inside) = RULE_DIRS
+            .iter()
+            .map(|d| format!("{d}/{name}"))
+            .find(|p| root.join(Path::new(p)).is_file())
+        else {
+            if needed {
+                found.warnings.push(Warning {
+                    origin: Some(origin.clone()),
+                    message: format!("udev rules `{name}` are not in the root; left out"),
+                });
+            }
+            continue;
+        };
+        let o = with_rule(origin, format!("[systemd] udev rules {name}"));
+        take(&root, &inside, &o, &mut found.added)?;
+        for helper in rule_helpers(&read_text(&root, &inside).unwrap_or_default()) {
+            let path = if helper.starts_with('/') {
+                Some(helper.clone())
+            } else {
+                UDEV_DIRS
+                    .iter()
+                    .map(|d| format!("{d}/{helper}"))
+                    .find(|p| root.join(Path::new(p)).is_file())
+            };
+            if let Some(p) = path {
+                program(p, true, &o, &mut found);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The programs a rules file runs: `PROGRAM=`, `IMPORT{program}=`,
+/// `RUN{program}=` and `RUN+=` values' first words (builtins and
+/// substitutions left out).
+fn rule_helpers(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        for key in ["PROGRAM", "IMPORT{program}", "RUN{program}", "RUN"] {
+            let mut rest = line;
+            while let Some(at) = rest.find(key) {
+                rest = &rest[at + key.len()..];
+                let Some(v) = rest.trim_start_matches(['+', '=', ':']).strip_prefix('"') else {
+                    continue;
+                };
+                let value = v.split('"').next().unwrap_or("");
+                if let Some(p) = value.split_whitespace().next() {
+                    if !p.contains(['%', '$']) && !p.is_empty() {
+                        out.insert(p.to_string());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_syntax() {
+        let s = settings(
+            "[Unit]\n# c\nWants=a.target \\\n  b.service\n[Service]\nExecStart=-/bin/x --y\n",
+        );
+        assert_eq!(s[0], ("Wants".into(), "a.target  b.service".into()));
+        assert_eq!(exec_program(&s[1].1), Some(("/bin/x".into(), true)));
+        assert_eq!(
+            exec_program("!!systemctl daemon-reload"),
+            Some(("systemctl".into(), false))
+        );
+        assert_eq!(exec_program("/bin/%i"), None);
+        assert_eq!(
+            template("modprobe@drm.service").as_deref(),
+            Some("modprobe@.service")
+        );
+        assert_eq!(template("plain.service"), None);
+        let h = rule_helpers(
+            "KERNEL==\"sd*\", IMPORT{program}=\"scsi_id --export\", PROGRAM=\"/bin/x\"\n\
+             RUN+=\"/sbin/y %k\"\nIMPORT{builtin}=\"path_id\"\n# RUN+=\"no\"\n",
+        );
+        assert_eq!(
+            h.into_iter().collect::<Vec<_>>(),
+            ["/bin/x", "/sbin/y", "scsi_id"]
+        );
+    }
+}
