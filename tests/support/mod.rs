@@ -141,7 +141,7 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 }
 
 /// Like `run_ok`, but returns an error message instead of panicking.
-fn try_run(cmd: &mut Command) -> Result<Output, String> {
+pub fn try_run(cmd: &mut Command) -> Result<Output, String> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
@@ -610,6 +610,11 @@ pub struct BootOptions {
     /// qemu is killed after this long (default 120 s; `COMPOSER_QEMU_TIMEOUT` seconds
     /// overrides it).
     pub timeout: Duration,
+    /// When the console shows the first string, the second is typed into it (the
+    /// serial line is qemu's standard input).
+    pub type_when: Option<(String, String)>,
+    /// qemu is stopped as soon as the console shows this.
+    pub stop_when: Option<String>,
 }
 
 impl Default for BootOptions {
@@ -619,6 +624,8 @@ impl Default for BootOptions {
             extra_append: String::new(),
             extra_args: Vec::new(),
             timeout: Duration::from_secs(120),
+            type_when: None,
+            stop_when: None,
         }
     }
 }
@@ -690,6 +697,9 @@ pub fn qemu_boot(kernel: &DebianKernel, initrd: &Path, timeout: Duration) -> Str
 /// [`qemu_boot`] with more control. Panics if qemu cannot be started.
 pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) -> BootResult {
     let qemu = find_tool("qemu-system-x86_64").expect("qemu-system-x86_64 not found");
+    // One guest at a time: two TCG guests on this many cores slow each other past
+    // their timeouts.
+    let _one_at_a_time = AssetLock::acquire("qemu-boot");
     let timeout = std::env::var("COMPOSER_QEMU_TIMEOUT")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -719,7 +729,11 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
             "none",
         ])
         .args(&opts.extra_args)
-        .stdin(Stdio::null())
+        .stdin(if opts.type_when.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let started = Instant::now();
@@ -747,8 +761,30 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     let (err_buf, err_thread) = collect(Box::new(child.stderr.take().unwrap()));
 
     let mut timed_out = false;
+    let mut stdin = child.stdin.take();
+    let mut typed = false;
     loop {
         if child.try_wait().expect("waiting for qemu").is_some() {
+            break;
+        }
+        let seen = String::from_utf8_lossy(&out_buf.lock().unwrap()).into_owned();
+        if let (Some((when, what)), false) = (&opts.type_when, typed) {
+            if seen.contains(when.as_str()) {
+                if let Some(input) = stdin.as_mut() {
+                    std::thread::sleep(Duration::from_millis(500));
+                    let _ = std::io::Write::write_all(input, what.as_bytes());
+                    let _ = std::io::Write::flush(input);
+                }
+                typed = true;
+            }
+        }
+        if opts
+            .stop_when
+            .as_ref()
+            .is_some_and(|s| seen.contains(s.as_str()))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
             break;
         }
         if started.elapsed() >= timeout {

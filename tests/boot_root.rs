@@ -1,0 +1,511 @@
+//! Booting real roots with the generic profile: Debian's kernel under qemu, roots made
+//! here on four kinds of disks, each named on the command line another way, once with
+//! composer's shell init and once with the root's systemd:
+//!
+//! | root | disk | root= |
+//! |---|---|---|
+//! | ext4 | virtio-blk | UUID= |
+//! | xfs | virtio-scsi | LABEL= |
+//! | btrfs in a GPT partition | NVMe | PARTUUID= |
+//! | ext4 in a partition | AHCI (ich9) | /dev/sda1 |
+//!
+//! Each root's /sbin/init is a static busybox script that prints a token written only
+//! into that root, the type of the filesystem mounted on /, and its PID (1 after
+//! switch_root), then powers off: the marker cannot come from the image. A root that
+//! does not exist ends in the emergency shell, which answers what is typed into it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{self, BootOptions, DebianKernel, Scratch};
+
+/// One test root on its disk.
+pub(crate) struct Root {
+    pub name: &'static str,
+    pub fstype: &'static str,
+    pub token: String,
+    /// What root= says.
+    pub root_arg: String,
+    /// How qemu attaches the disk.
+    pub qemu: Vec<String>,
+}
+
+fn run(cmd: &mut Command) {
+    support::run_ok(cmd);
+}
+
+/// The directory every root holds: busybox, the marker init, the token.
+fn staging(dir: &Path, busybox: &Path, token: &str) -> PathBuf {
+    let s = dir.join("staging");
+    for d in [
+        "bin", "sbin", "etc", "proc", "sys", "dev", "run", "tmp", "root",
+    ] {
+        fs::create_dir_all(s.join(d)).unwrap();
+    }
+    // systemd switches only to a root that looks like an OS tree.
+    fs::write(
+        s.join("etc/os-release"),
+        "ID=composer-test\nNAME=\"composer test root\"\n",
+    )
+    .unwrap();
+    fs::copy(busybox, s.join("bin/busybox")).unwrap();
+    fs::write(s.join("token"), format!("{token}\n")).unwrap();
+    fs::write(
+        s.join("sbin/init"),
+        "#!/bin/busybox sh\n\
+         b=/bin/busybox\n\
+         $b mount -t proc proc /proc 2>/dev/null\n\
+         fs=$($b awk '$2 == \"/\" { t = $3 } END { print t }' /proc/mounts)\n\
+         echo \"COMPOSER-ROOT-OK $($b cat /token) fs=$fs pid=$$\"\n\
+         $b poweroff -f\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(s.join("sbin/init"), fs::Permissions::from_mode(0o755)).unwrap();
+    s
+}
+
+fn token(name: &str) -> String {
+    let mut buf = [0u8; 8];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
+        .unwrap();
+    format!(
+        "{name}-{}",
+        buf.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// A GPT (or MBR, `dos`) disk with one partition from 1 MiB holding `fs`.
+fn partitioned(disk: &Path, fs_image: &Path, label: &str, extra: &str) {
+    let size = fs::metadata(fs_image).unwrap().len() + (2 << 20);
+    fs::File::create(disk).unwrap().set_len(size).unwrap();
+    let script = format!("label: {label}\nstart=2048, {extra}\n");
+    let mut child = Command::new(support::find_tool("sfdisk").unwrap())
+        .args(["-q", "--no-reread", "--no-tell-kernel"])
+        .arg(disk)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), script.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success(), "sfdisk");
+    run(Command::new("dd")
+        .arg(format!("if={}", fs_image.display()))
+        .arg(format!("of={}", disk.display()))
+        .args(["bs=1M", "seek=1", "conv=notrunc,sparse", "status=none"]));
+}
+
+/// The four roots, made once into the test assets and shared by every boot (qemu opens
+/// them with snapshot=on: a boot never changes them). A root's token is in the assets'
+/// `tokens` file and on its disk only.
+pub(crate) fn roots(busybox: &Path) -> Option<Vec<Root>> {
+    for (tool, pkg) in [
+        ("mke2fs", "e2fsprogs"),
+        ("mkfs.xfs", "xfsprogs"),
+        ("mkfs.btrfs", "btrfs-progs"),
+        ("sfdisk", "fdisk"),
+    ] {
+        support::require_tool(tool, pkg)?;
+    }
+    if !support::require_root() {
+        return None;
+    }
+    let dir = support::cached_asset("boot-roots-v2", |tmp| {
+        fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
+        let tokens = make_roots(tmp, busybox);
+        fs::write(tmp.join("tokens"), tokens.join("\n")).map_err(|e| e.to_string())
+    })?;
+    let tokens = fs::read_to_string(dir.join("tokens")).unwrap();
+    let mut roots = describe(&dir);
+    assert_eq!(
+        tokens.lines().count(),
+        roots.len(),
+        "{}: a token per root",
+        dir.display()
+    );
+    for (r, t) in roots.iter_mut().zip(tokens.lines()) {
+        r.token = t.to_string();
+    }
+    Some(roots)
+}
+
+fn drive(disk: &Path, rest: &str) -> String {
+    format!("file={},format=raw,snapshot=on,{rest}", disk.display())
+}
+
+/// The roots in `dir`: their disks and how each is named and attached.
+fn describe(dir: &Path) -> Vec<Root> {
+    let root = |name, fstype, root_arg: String, qemu: Vec<String>| Root {
+        name,
+        fstype,
+        token: String::new(),
+        root_arg,
+        qemu,
+    };
+    let d = |file: &str| dir.join(file);
+    vec![
+        root(
+            "ext4 on virtio-blk by UUID",
+            "ext4",
+            format!("UUID={EXT4_UUID}"),
+            vec!["-drive".into(), drive(&d("ext4-virtio.img"), "if=virtio")],
+        ),
+        root(
+            "xfs on virtio-scsi by LABEL",
+            "xfs",
+            "LABEL=cmp-xfs".into(),
+            vec![
+                "-device".into(),
+                "virtio-scsi-pci,id=scsi".into(),
+                "-drive".into(),
+                drive(&d("xfs-scsi.img"), "if=none,id=d0"),
+                "-device".into(),
+                "scsi-hd,drive=d0,bus=scsi.0".into(),
+            ],
+        ),
+        root(
+            "btrfs on NVMe (GPT) by PARTUUID",
+            "btrfs",
+            format!("PARTUUID={BTRFS_PARTUUID}"),
+            vec![
+                "-drive".into(),
+                drive(&d("btrfs-nvme.img"), "if=none,id=nv"),
+                "-device".into(),
+                "nvme,serial=deadbeef,drive=nv".into(),
+            ],
+        ),
+        root(
+            "ext4 on AHCI by /dev/sda1",
+            "ext4",
+            "/dev/sda1".into(),
+            vec![
+                "-device".into(),
+                "ich9-ahci,id=ahci".into(),
+                "-drive".into(),
+                drive(&d("ext4-ahci.img"), "if=none,id=s"),
+                "-device".into(),
+                "ide-hd,drive=s,bus=ahci.0".into(),
+            ],
+        ),
+    ]
+}
+
+const EXT4_UUID: &str = "6f1c2a3b-0d4e-4c5f-8a9b-1c2d3e4f5a6b";
+const BTRFS_PARTUUID: &str = "0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d";
+
+/// Makes the disks [`describe`] names in `dir`; returns their tokens in that order.
+fn make_roots(dir: &Path, busybox: &Path) -> Vec<String> {
+    let work = dir.join("work");
+    let mut tokens = Vec::new();
+
+    // ext4 on virtio-blk, by UUID.
+    let t = token("ext4-virtio");
+    let s = staging(&work.join("a"), busybox, &t);
+    run(Command::new("mke2fs")
+        .args(["-q", "-t", "ext4", "-d"])
+        .arg(&s)
+        .args(["-U", EXT4_UUID, "-L", "cmp-ext4"])
+        .arg(dir.join("ext4-virtio.img"))
+        .arg("48M"));
+    tokens.push(t);
+
+    // xfs on virtio-scsi, by LABEL (mkfs.xfs fills no directory: a loop mount).
+    let t = token("xfs-scsi");
+    let s = staging(&work.join("b"), busybox, &t);
+    let disk = dir.join("xfs-scsi.img");
+    fs::File::create(&disk).unwrap().set_len(320 << 20).unwrap();
+    run(Command::new("mkfs.xfs")
+        .args(["-q", "-L", "cmp-xfs"])
+        .arg(&disk));
+    let mnt = work.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    run(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&disk)
+        .arg(&mnt));
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", s.display()))
+        .arg(&mnt)
+        .status();
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert!(copied.unwrap().success());
+    tokens.push(t);
+
+    // btrfs in a GPT partition on NVMe, by PARTUUID.
+    let t = token("btrfs-nvme");
+    let s = staging(&work.join("c"), busybox, &t);
+    let part = work.join("btrfs.part");
+    fs::File::create(&part).unwrap().set_len(160 << 20).unwrap();
+    run(Command::new("mkfs.btrfs")
+        .args(["-q", "--rootdir"])
+        .arg(&s)
+        .arg(&part));
+    partitioned(
+        &dir.join("btrfs-nvme.img"),
+        &part,
+        "gpt",
+        &format!("type=linux, uuid={BTRFS_PARTUUID}"),
+    );
+    tokens.push(t);
+
+    // ext4 in a partition on AHCI, by device name.
+    let t = token("ext4-ahci");
+    let s = staging(&work.join("d"), busybox, &t);
+    let part = work.join("ext4.part");
+    run(Command::new("mke2fs")
+        .args(["-q", "-t", "ext4", "-d"])
+        .arg(&s)
+        .arg(&part)
+        .arg("48M"));
+    partitioned(&dir.join("ext4-ahci.img"), &part, "dos", "type=83");
+    tokens.push(t);
+
+    fs::remove_dir_all(&work).unwrap();
+    tokens
+}
+
+/// The generic image with `init`, built from this machine's root with Debian's
+/// kernel modules (`--kmoddir`).
+fn generic_image(dir: &Path, kernel: &DebianKernel, init: &str) -> PathBuf {
+    let m = dir.join(format!("generic-{init}.toml"));
+    fs::write(&m, format!("include = [\"generic\"]\ninit = \"{init}\"\n")).unwrap();
+    let out = dir.join(format!("generic-{init}.img"));
+    support::run_ok(
+        support::composer()
+            .arg("build")
+            .arg(&m)
+            .args(["--kver", &kernel.version, "--kmoddir"])
+            .arg(kernel.modules_dir())
+            .arg("-o")
+            .arg(&out)
+            .arg("--no-sync"),
+    );
+    out
+}
+
+fn boot(kernel: &DebianKernel, image: &Path, root: &Root, append: &str, timeout: u64) -> String {
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!("root={} {append}", root.root_arg),
+        extra_args: root.qemu.iter().map(Into::into).collect(),
+        timeout: Duration::from_secs(timeout),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(kernel, image, &opts);
+    eprintln!(
+        "--- {} ({:.1} s) ---\n{}",
+        root.name,
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    r.console
+}
+
+fn boots_every_root(init: &str, append: &str, timeout: u64) {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    let Some(roots) = roots(&busybox) else {
+        return;
+    };
+    let dir = Scratch::new(&format!("boot-{init}"));
+    let image = generic_image(&dir, &kernel, init);
+    let mut failed = Vec::new();
+    for root in &roots {
+        let console = boot(&kernel, &image, root, append, timeout);
+        let want = format!("COMPOSER-ROOT-OK {} fs={} pid=1", root.token, root.fstype);
+        if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+            failed.push(format!("{}: no `{want}`", root.name));
+        }
+    }
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}
+
+#[test]
+fn the_generic_image_with_the_shell_init_boots_every_root() {
+    boots_every_root("shell", "rd.timeout=60", 240);
+}
+
+#[test]
+fn the_generic_image_with_systemd_boots_every_root() {
+    if support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    boots_every_root(
+        "systemd",
+        "systemd.show_status=1 systemd.default_timeout_start_sec=120",
+        600,
+    );
+}
+
+/// A root that is not there ends in the emergency shell, which answers, within the
+/// configured wait (`rd.timeout=`) and well before systemd's own 90 s default.
+fn missing_root(init: &str, rd_timeout: u64, append: &str, marker: &str) {
+    let Some((_, kernel, _)) = support::require_boot_env() else {
+        return;
+    };
+    let dir = Scratch::new(&format!("noroot-{init}"));
+    let image = generic_image(&dir, &kernel, init);
+    let uuid = "00000000-dead-beef-0000-000000000000";
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!("root=UUID={uuid} rd.timeout={rd_timeout} {append}"),
+        timeout: Duration::from_secs(300),
+        type_when: Some((marker.into(), "echo SHELL-ALIVE-$((6*7))\n".into())),
+        stop_when: Some("SHELL-ALIVE-42".into()),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(&kernel, &image, &opts);
+    eprintln!(
+        "--- no root, {init} ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(
+        !r.timed_out,
+        "{init}: no emergency shell before the timeout"
+    );
+    assert!(
+        r.console.contains(&format!("looked for root=UUID={uuid}")),
+        "{init}: the message does not say what was looked for"
+    );
+    assert!(
+        r.console.contains("SHELL-ALIVE-42"),
+        "{init}: the shell did not answer"
+    );
+    // "… (12.3 s after boot)" / "emergency mode, 12.3 s after boot": the guest's clock.
+    let at: f64 = r
+        .console
+        .split(" s after boot")
+        .next()
+        .and_then(|s| s.rsplit([' ', '(']).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{init}: no `s after boot` in the message"));
+    eprintln!("{init}: the emergency shell opened {at:.1} s after boot (rd.timeout={rd_timeout})");
+    assert!(
+        at < (rd_timeout + 60) as f64,
+        "{init}: the shell opened {at} s after boot, not within rd.timeout={rd_timeout} s"
+    );
+}
+
+#[test]
+fn a_missing_root_ends_in_the_shell_inits_emergency_shell() {
+    missing_root("shell", 5, "rd.shell", "starting an emergency shell");
+}
+
+#[test]
+fn a_missing_root_ends_in_systemds_emergency_shell() {
+    if support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    missing_root("systemd", 20, "", "composer: emergency mode");
+}
+
+const DEBIAN_UUID: &str = "3e2d1c0b-aaaa-4bbb-8ccc-0123456789ab";
+
+/// A real Debian userspace, made once with `debootstrap --variant=minbase` (systemd as
+/// its init, udev, kmod) and a unit that prints the root's token, what PID 1 is and
+/// whether it runs in the initrd, then powers off: the directory (for `--root`) and an
+/// ext4 image of it.
+fn debian_root() -> Option<(PathBuf, String)> {
+    support::require_tool("debootstrap", "debootstrap")?;
+    support::require_tool("mke2fs", "e2fsprogs")?;
+    if !support::require_root() {
+        return None;
+    }
+    let dir = support::cached_asset("debian-bookworm-minbase-v1", |tmp| {
+        let root = tmp.join("root");
+        fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
+        support::try_run(
+            Command::new("debootstrap")
+                .args([
+                    "--variant=minbase",
+                    "--include=systemd-sysv,udev,kmod",
+                    "bookworm",
+                ])
+                .arg(&root),
+        )?;
+        let t = token("debian");
+        let unit = "[Unit]\nDescription=composer test marker\n\n[Service]\nType=oneshot\n\
+             ExecStart=/bin/sh -c 'echo \"COMPOSER-DEBIAN-OK $(cat /etc/composer-token) \
+             pid1=$(cat /proc/1/comm) in-initrd=$(test -e /etc/initrd-release && echo yes || echo no)\" >/dev/console'\n\
+             ExecStartPost=/bin/systemctl --no-block poweroff\n\n[Install]\nWantedBy=multi-user.target\n";
+        let sys = root.join("etc/systemd/system");
+        fs::write(root.join("etc/composer-token"), format!("{t}\n")).map_err(|e| e.to_string())?;
+        fs::write(sys.join("composer-marker.service"), unit).map_err(|e| e.to_string())?;
+        fs::create_dir_all(sys.join("multi-user.target.wants")).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink(
+            "../composer-marker.service",
+            sys.join("multi-user.target.wants/composer-marker.service"),
+        )
+        .map_err(|e| e.to_string())?;
+        support::try_run(
+            Command::new("mke2fs")
+                .args(["-q", "-t", "ext4", "-d"])
+                .arg(&root)
+                .args(["-U", DEBIAN_UUID, "-L", "cmp-debian"])
+                .arg(tmp.join("root.img"))
+                .arg("1G"),
+        )?;
+        fs::write(tmp.join("token"), t).map_err(|e| e.to_string())
+    })?;
+    let token = fs::read_to_string(dir.join("token")).unwrap();
+    Some((dir, token))
+}
+
+/// The default configuration built from a debootstrapped Debian (`--root`, no manifest:
+/// the generic image with the root's own systemd) boots it to its own systemd as PID 1.
+#[test]
+fn the_systemd_init_boots_a_real_debian_to_its_own_systemd() {
+    let Some((_, kernel, _)) = support::require_boot_env() else {
+        return;
+    };
+    let Some((debian, token)) = debian_root() else {
+        return;
+    };
+    let dir = Scratch::new("boot-debian");
+    let image = dir.join("initrd.img");
+    support::run_ok(
+        support::composer()
+            .args(["build", "--root"])
+            .arg(debian.join("root"))
+            .args(["--kver", &kernel.version, "--kmoddir"])
+            .arg(kernel.modules_dir())
+            .arg("-o")
+            .arg(&image)
+            .arg("--no-sync"),
+    );
+    let listing = support::run_ok(support::composer().arg("inspect").arg(&image));
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(
+        listing.lines().any(|l| l == "etc/initrd-release"),
+        "not a systemd image: no etc/initrd-release"
+    );
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!("root=UUID={DEBIAN_UUID} rd.timeout=120"),
+        extra_args: vec![
+            "-drive".into(),
+            drive(&debian.join("root.img"), "if=virtio").into(),
+        ],
+        timeout: Duration::from_secs(600),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(&kernel, &image, &opts);
+    eprintln!(
+        "--- Debian ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    let want = format!("COMPOSER-DEBIAN-OK {token} pid1=systemd in-initrd=no");
+    let got = r.console.lines().find(|l| l.contains("COMPOSER-DEBIAN-OK"));
+    assert!(
+        got.is_some_and(|l| l.trim_end().ends_with(&want)),
+        "no `{want}` on the console (got {got:?})"
+    );
+}
