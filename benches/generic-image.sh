@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Time to build the generic image (an initrd for any PC, VM or server) for one kernel
+# and module tree: `composer build` (the default configuration: the generic profile)
+# against `dracut --no-hostonly` and Debian's `mkinitramfs` with MODULES=most, on the
+# same machine in one run. Uncompressed, and with each tool's default compression;
+# image sizes and entry counts beside the times.
+#
+# Usage: benches/generic-image.sh [--runs N] [--peer-runs N] [--work DIR] [--kernel-root DIR]
+#
+#   --work DIR         where the images go (default: ${TMPDIR:-/tmp}/composer-generic-bench)
+#   --kernel-root DIR  a `dpkg -x` of a linux-image package (lib/modules/<ver>, boot/config-<ver>);
+#                      default: the test suite's cached one (target/test-assets), else
+#                      this script downloads the current Debian kernel into the work dir
+#   --runs N           hyperfine runs of each composer command (default 10)
+#   --peer-runs N      hyperfine runs of each dracut and mkinitramfs command (default 2)
+#
+# Needs: root, cargo, hyperfine, unshare (util-linux), depmod (kmod), zstd, dracut
+# (Debian package dracut-core), mkinitramfs (initramfs-tools), and for the download
+# apt-get, apt-cache and dpkg.
+#
+# Every tool reads this machine's root for its programs and libraries and the kernel
+# tree for modules: composer and dracut through --kmoddir; mkinitramfs only knows
+# /lib/modules/<ver> and /boot/config-<ver>, so every peer command runs in a private
+# mount namespace where the tree is bind-mounted there (nothing on the machine
+# changes). The commands, all writing over the previous run's image:
+#
+#   composer                 composer build --kver V --kmoddir DIR -o OUT --no-sync
+#                            (the generic profile: zstd level 3, early microcode)
+#   composer, durable        the same without --no-sync (fsync, rename, fsync dir)
+#   composer, uncompressed   the same with a manifest that includes "generic" and
+#                            sets the main segment's compression to "none"
+#   dracut                   dracut --no-hostonly --force --kver V --kmoddir DIR OUT
+#                            (its default: gzip -9; dracut 059 syncs the image itself
+#                            only on a machine booted with systemd)
+#   dracut, durable          the same, then sync OUT
+#   dracut, uncompressed     ... --no-compress
+#   mkinitramfs              mkinitramfs -d CONF -o OUT V, MODULES=most, COMPRESS=zstd
+#                            (Debian's default), then sync OUT
+#   mkinitramfs, uncompressed  the same where `zstd` is `cat`: initramfs-tools 0.142 has
+#                            no uncompressed mode (an unknown COMPRESS falls back to
+#                            gzip), so in its namespace a script that drops zstd's
+#                            options and cats its file is bind-mounted over zstd
+#
+# Output: hyperfine's tables and WORK/report.md (tables, sizes, commands, date, machine)
+# for book/src/benchmarks.md.
+
+set -euo pipefail
+
+runs=10
+peer_runs=2
+work="${TMPDIR:-/tmp}/composer-generic-bench"
+kernel_root=
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) runs="$2"; shift 2 ;;
+        --peer-runs) peer_runs="$2"; shift 2 ;;
+        --work) work="$2"; shift 2 ;;
+        --kernel-root) kernel_root="$2"; shift 2 ;;
+        -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$repo/benches/lib.sh"
+
+[ "$(id -u)" = 0 ] || die "run as root (mkinitramfs and the mount namespace need it)"
+need hyperfine
+need unshare util-linux
+need dracut "Debian package dracut-core"
+need mkinitramfs "Debian package initramfs-tools"
+need zstd
+
+mkdir -p "$work"
+work="$(cd "$work" && pwd)"
+build_composer
+module_tree
+[ -f "$kernel_root/boot/config-$kver" ] || die "no boot/config-$kver in $kernel_root"
+# A package's tree has no modules.dep (its postinst runs depmod); dracut and
+# mkinitramfs need one: a copy of the tree with depmod's files, which every tool reads.
+need depmod kmod
+kdir="$work/tree/lib/modules/$kver"
+if [ ! -f "$kdir/modules.dep" ]; then
+    echo "== depmod of a copy of $tree" >&2
+    rm -rf "$work/tree"
+    mkdir -p "$work/tree/lib/modules"
+    cp -a "$kernel_root/$tree" "$kdir"
+    depmod -b "$work/tree" "$kver"
+fi
+
+# The peers' view: the kernel tree and its config where mkinitramfs looks; with
+# NO_COMPRESSOR=1, zstd is cat.
+mkdir -p "$work/ns"
+# mkinitramfs runs `zstd -q -9 -T0 -c FILE`: drop the options, cat the file.
+cat >"$work/ns/zstd-is-cat" <<'EOF2'
+#!/bin/sh
+for a; do
+    shift
+    case "$a" in -*) ;; *) set -- "$@" "$a" ;; esac
+done
+exec cat "$@"
+EOF2
+chmod +x "$work/ns/zstd-is-cat"
+zstd_path="$(command -v zstd)"
+cat >"$work/ns/run" <<EOF
+#!/bin/sh
+# Runs "\$@" with $kernel_root's lib/modules and boot/config-$kver in place.
+set -e
+mkdir -p /lib/modules /boot
+exec unshare --mount --propagation private sh -c '
+    mount -t tmpfs tmpfs /lib/modules
+    mkdir /lib/modules/$kver
+    mount --bind "$kdir" /lib/modules/$kver
+    mount -t tmpfs tmpfs /boot
+    cp "$kernel_root/boot/config-$kver" /boot/
+    [ -z "\${NO_COMPRESSOR:-}" ] || mount --bind "$work/ns/zstd-is-cat" "$zstd_path"
+    exec "\$@"' sh "\$@"
+EOF
+chmod +x "$work/ns/run"
+created_lib_modules=
+[ -e /lib/modules ] || created_lib_modules=1
+cleanup() { [ -z "$created_lib_modules" ] || rmdir /lib/modules 2>/dev/null || true; }
+trap cleanup EXIT
+
+# mkinitramfs's configuration: Debian's, with MODULES=most and the compressor given.
+mkdir -p "$work/mkinitramfs"
+cp -a /etc/initramfs-tools/. "$work/mkinitramfs/"
+sed -i 's/^MODULES=.*/MODULES=most/; s/^COMPRESS=.*/COMPRESS=zstd/' "$work/mkinitramfs/initramfs.conf"
+
+cat >"$work/uncompressed.toml" <<'EOF'
+include = ["generic"]
+
+[[segment]]
+name = "main"
+compression = "none"
+EOF
+
+c_build="$composer build --kver $kver --kmoddir $kdir"
+declare -a names cmds
+add() { names+=("$1"); cmds+=("$2"); }
+add "composer" "$c_build -o $work/composer.img --no-sync"
+add "composer, durable" "$c_build -o $work/composer-durable.img"
+add "composer, uncompressed" "$c_build $work/uncompressed.toml -o $work/composer-none.img --no-sync"
+add "composer, uncompressed, durable" "$c_build $work/uncompressed.toml -o $work/composer-none-durable.img"
+peers_from=${#names[@]}
+add "dracut" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut.img"
+add "dracut, durable" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut-durable.img && sync $work/dracut-durable.img"
+add "dracut, uncompressed" "$work/ns/run dracut -q --no-hostonly --force --no-compress --kver $kver --kmoddir $kdir $work/dracut-none.img"
+add "mkinitramfs" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs.img $kver"
+add "mkinitramfs, durable" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-durable.img $kver && sync $work/mkinitramfs-durable.img"
+add "mkinitramfs, uncompressed" "NO_COMPRESSOR=1 $work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-none.img $kver"
+
+echo "== one build each, to check that every command works" >&2
+for i in "${!names[@]}"; do
+    echo "-- ${names[$i]}" >&2
+    sh -c "${cmds[$i]}" >/dev/null 2>"$work/check.log" || { cat "$work/check.log" >&2; die "${names[$i]} failed"; }
+done
+
+# The check above warmed the page cache: the peers (tens of seconds a run) get no
+# warmup run.
+hf() {
+    local out="$1" n="$2" warm="$3"; shift 3
+    local args=()
+    while [ $# -gt 0 ]; do args+=(-n "$1" "$2"); shift 2; done
+    hyperfine --warmup "$warm" --runs "$n" --export-markdown "$work/$out.md" "${args[@]}"
+}
+composer_args=()
+for ((i = 0; i < peers_from; i++)); do composer_args+=("${names[$i]}" "${cmds[$i]}"); done
+peer_args=()
+for ((i = peers_from; i < ${#names[@]}; i++)); do peer_args+=("${names[$i]}" "${cmds[$i]}"); done
+hf composer "$runs" 1 "${composer_args[@]}"
+hf peers "$peer_runs" 0 "${peer_args[@]}"
+
+# Sizes and entries of each image.
+sizes="$work/sizes.md"
+{
+    echo "| Image | Size [bytes] | Entries | Segments |"
+    echo "|:---|---:|---:|---:|"
+    for img in composer composer-none dracut dracut-none mkinitramfs mkinitramfs-none; do
+        f="$work/$img.img"
+        entries=$("$composer" inspect "$f" | wc -l)
+        [ "$entries" -gt 100 ] || die "$f holds $entries entries: its command did not build an initrd"
+        segs=$("$composer" inspect --segments "$f" | tail -n +2 | wc -l)
+        echo "| $img.img | $(stat -c %s "$f") | $entries | $segs |"
+    done
+} >"$sizes"
+
+{
+    echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), work directory on $(stat -f -c %T "$work"), Linux $(uname -r)."
+    echo
+    echo "Kernel tree: $tree of $(basename "$kernel_root"), after depmod ($(find "$kdir" -name '*.ko*' | wc -l) modules)."
+    echo
+    echo "Tools: $("$composer" --version), $(dracut --version 2>/dev/null | head -n 1), initramfs-tools $(dpkg-query -W -f '${Version}' initramfs-tools 2>/dev/null)."
+    echo
+    echo "composer ($runs runs each):"
+    echo
+    cat "$work/composer.md"
+    echo
+    echo "dracut and mkinitramfs ($peer_runs runs each):"
+    echo
+    cat "$work/peers.md"
+    echo
+    cat "$sizes"
+} >"$work/report.md"
+cat "$work/report.md"
