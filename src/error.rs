@@ -19,6 +19,10 @@ pub enum Error {
         message: String,
         hint: Option<String>,
     },
+    /// Not a failure of the command: `verify` found problems, `diff` found
+    /// differences (exit status 1, where trouble is 2).
+    #[error("{message}")]
+    Found { message: String },
     /// An I/O failure on a path, outside any user-written file.
     #[error("{}: {source}", path.display())]
     Io {
@@ -58,6 +62,19 @@ impl Error {
         }
     }
 
+    /// What `verify` or `diff` report when the image has problems or the
+    /// images differ.
+    pub fn found(message: impl Into<String>) -> Self {
+        Error::Found {
+            message: message.into(),
+        }
+    }
+
+    /// True for [`Error::found`]: the command ran and its answer is "no".
+    pub fn is_finding(&self) -> bool {
+        matches!(self, Error::Found { .. })
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -76,14 +93,14 @@ impl Error {
     pub fn hint(&self) -> Option<&str> {
         match self {
             Error::Input { hint, .. } => hint.as_deref(),
-            Error::Io { .. } => None,
+            Error::Io { .. } | Error::Found { .. } => None,
         }
     }
 
     pub fn origin(&self) -> Option<&Origin> {
         match self {
             Error::Input { origin, .. } => origin.as_ref(),
-            Error::Io { .. } => None,
+            Error::Io { .. } | Error::Found { .. } => None,
         }
     }
 }

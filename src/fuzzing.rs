@@ -83,8 +83,15 @@ pub fn image(data: &[u8]) {
             segments: true,
             ..InspectOptions::default()
         },
+        InspectOptions {
+            only: vec!["usr/bin".into(), "**/*.ko".into()],
+            ..InspectOptions::default()
+        },
     ] {
         let _ = render(&image, &opts);
+    }
+    for path in ["init", "bin/sh", "/a/../b/./c"] {
+        let _ = crate::image::cat::find(&image, path);
     }
     let mut sink = Vec::new();
     let _ = image.for_each_data(|_, _, r| {

@@ -27,6 +27,11 @@ fn clean_up_on_signals() {
     });
 }
 
+/// Exit status: `verify` found problems, `diff` found differences.
+const FOUND: u8 = 1;
+/// Exit status: a usage error, bad input, an I/O failure.
+const TROUBLE: u8 = 2;
+
 fn main() -> ExitCode {
     clean_up_on_signals();
     let cli = match Cli::try_parse() {
@@ -41,7 +46,11 @@ fn main() -> ExitCode {
             if let Some(hint) = err.hint() {
                 let _ = writeln!(stderr, "  hint: {hint}");
             }
-            ExitCode::FAILURE
+            if err.is_finding() {
+                ExitCode::from(FOUND)
+            } else {
+                ExitCode::from(TROUBLE)
+            }
         }
     }
 }
@@ -56,18 +65,12 @@ fn usage_error(e: clap::Error) -> ExitCode {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();
-            return ExitCode::from(2);
+            return ExitCode::from(TROUBLE);
         }
         _ => {}
     }
     let text = e.render().to_string();
     let text = text.strip_prefix("error: ").unwrap_or(&text);
     let _ = write!(std::io::stderr().lock(), "composer: error: {text}");
-    // A value the library refused (an alignment, an mtime) fails like any
-    // other bad input; a malformed command line is a usage error.
-    if e.kind() == ErrorKind::ValueValidation {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::from(2)
-    }
+    ExitCode::from(TROUBLE)
 }

@@ -48,7 +48,7 @@ fn a_4_gib_lzma_dictionary_is_refused_in_bounded_memory() {
             .arg(&f),
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("memory limit"), "{err}");
     assert!(
         !err.contains("panicked") && !err.contains("memory allocation"),

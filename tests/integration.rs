@@ -15,6 +15,7 @@ mod architecture;
 mod book_reference;
 mod boot_list;
 mod boot_root;
+mod cli;
 mod elf_boot;
 mod elf_ldd;
 mod elf_root;

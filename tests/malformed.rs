@@ -422,8 +422,8 @@ fn check(case: &Case, front: Front) -> Result<(), String> {
 
     if output.status.success() {
         problems.push("exited 0".to_string());
-    } else if output.status.code() != Some(1) {
-        problems.push(format!("exited with {} (want 1)", output.status));
+    } else if output.status.code() != Some(2) {
+        problems.push(format!("exited with {} (want 2)", output.status));
     }
     if !output.stdout.is_empty() {
         problems.push(format!("wrote {} bytes to stdout", output.stdout.len()));
@@ -518,7 +518,7 @@ fn missing_list_file() {
     for front in [Front::Build, Front::GenInitCpio] {
         let output = support::run(&mut command(front, &[], &dir.join("nope.list"), &out));
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{front:?}: {stderr}");
+        assert_eq!(output.status.code(), Some(2), "{front:?}: {stderr}");
         assert!(stderr.starts_with("composer: error: "), "{stderr}");
         assert!(stderr.contains("nope.list"), "{stderr}");
         assert_eq!(fs::read(&out).unwrap(), previous_archive());

@@ -736,8 +736,8 @@ fn run_case(n: usize, c: &Case, scratch: &Path) -> Vec<String> {
         let o = support::run(&mut cmd);
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         let mut fail = |what: String| problems.push(format!("{command}: {what}\n{stderr}"));
-        if o.status.code() != Some(1) {
-            fail(format!("exit status {:?}, expected 1", o.status.code()));
+        if o.status.code() != Some(2) {
+            fail(format!("exit status {:?}, expected 2", o.status.code()));
         }
         if stderr.contains("panicked") {
             fail("panicked".into());
@@ -848,7 +848,7 @@ fn toml_and_yaml_agree_on_messages() {
                     .arg("--root")
                     .arg(&root),
             );
-            assert_eq!(o.status.code(), Some(1));
+            assert_eq!(o.status.code(), Some(2));
             let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
             // Drop `composer: error: FILE:LINE:COLUMN: `.
             let prefix = format!("composer: error: {}:", m.display());

@@ -714,7 +714,7 @@ fn deep_nesting_is_a_located_error_not_a_crash() {
     .unwrap();
     for m in [&block, &flow, &toml] {
         let o = run_within(&mut check(m), Duration::from_secs(60)).unwrap();
-        assert_eq!(o.status.code(), Some(1), "{}: {}", m.display(), stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{}: {}", m.display(), stderr(&o));
         fails_with(&o, &["recursion"]);
         let name = m.file_name().unwrap().to_string_lossy();
         assert!(stderr(&o).contains(&format!("{name}:1:")), "{}", stderr(&o));

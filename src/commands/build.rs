@@ -73,6 +73,7 @@ pub fn manifest_and_options(
 }
 
 pub fn exec(a: Args) -> Result<()> {
+    let started = std::time::Instant::now();
     let env = Environment::current();
     let spec = match &a.input.list {
         Some(list) => {
@@ -89,7 +90,10 @@ pub fn exec(a: Args) -> Result<()> {
         }
     };
     let out = spec.output.clone().expect("a build has an output");
-    let report = pipeline::build(&spec, ui::output(&out)?, !a.archive.no_sync)?;
+    let entries: usize = spec.segments.iter().map(|s| s.entries.len()).sum();
+    let segments = spec.segments.len();
+    let report = pipeline::build(&spec, ui::archive_output(&out)?, !a.archive.no_sync)?;
     ui::build_report(&report);
+    ui::build_summary(&out, &report, entries, segments, started.elapsed());
     Ok(())
 }

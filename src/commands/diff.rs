@@ -43,7 +43,7 @@ pub fn exec(a: Args) -> Result<()> {
     if changes.is_empty() {
         Ok(())
     } else {
-        Err(Error::usage(format!(
+        Err(Error::found(format!(
             "{} and {} differ in {} entr{}",
             ia.name,
             ib.name,

@@ -26,7 +26,7 @@ pub struct Args {
 pub fn exec(a: Args) -> Result<()> {
     let spec = list_spec(&a.list, &a.archive, &Environment::current(), false)?;
     let output = a.output.unwrap_or_else(|| PathBuf::from("-"));
-    let report = pipeline::build(&spec, ui::output(&output)?, !a.archive.no_sync)?;
+    let report = pipeline::build(&spec, ui::archive_output(&output)?, !a.archive.no_sync)?;
     ui::build_report(&report);
     Ok(())
 }

@@ -9,10 +9,17 @@ use composer::image::Want;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  composer inspect -l /boot/initrd.img-$(uname -r)\n  composer inspect initrd.img 'usr/lib/modules/*/kernel/fs/**'"
+)]
 pub struct Args {
     /// The image (`-` for standard input).
     #[arg(value_name = "IMAGE")]
     pub image: PathBuf,
+    /// Only these entries: a path lists the entry and everything below it; a
+    /// glob (`*`, `?`, `[...]`, `**`) the names it matches.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
     /// Show mode, links, owner, size, mtime (UTC) and data offset.
     #[arg(short = 'l', long)]
     pub long: bool,
@@ -29,6 +36,7 @@ pub fn exec(a: Args) -> Result<()> {
         long: a.long,
         segments: a.segments,
         json: a.json,
+        only: a.paths,
     };
     let image = ui::open_image(&a.image, Want::default())?;
     ui::print(&inspect::render(&image, &opts)?)

@@ -3,7 +3,9 @@
 
 mod args;
 mod build;
+mod cat;
 mod check;
+mod completions;
 mod deps;
 mod diff;
 mod export_list;
@@ -11,13 +13,14 @@ mod extract;
 mod gen_init_cpio;
 mod import_list;
 mod inspect;
+mod man;
 mod plan;
 mod schema;
 mod ui;
 mod verify;
 mod why;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use composer::Result;
 
@@ -28,6 +31,9 @@ use composer::Result;
     about = "Compose initramfs images: block-aligned newc cpio archives from a manifest or a gen_init_cpio list"
 )]
 pub struct Cli {
+    /// Print only errors: no warnings, notes or summary.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -57,6 +63,8 @@ pub enum Command {
     GenInitCpio(gen_init_cpio::Args),
     /// List the entries of any initrd: every segment, every compression.
     Inspect(inspect::Args),
+    /// Print one file of an initrd, as the unpacked image would hold it.
+    Cat(cat::Args),
     /// Report everything the kernel would silently drop or reject in an initrd.
     Verify(verify::Args),
     /// Unpack an initrd into a new or empty directory, never writing outside it.
@@ -66,10 +74,15 @@ pub enum Command {
     /// Explain why an entry, kernel module or firmware file is in a
     /// manifest's image; without a target, list its modules and firmware by size.
     Why(why::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Write man pages for composer and each subcommand into a directory.
+    Man(man::Args),
 }
 
 /// Runs a parsed command line.
 pub fn exec(cli: Cli) -> Result<()> {
+    ui::set_quiet(cli.quiet);
     match cli.command {
         Command::Build(a) => build::exec(a),
         Command::Check(a) => check::exec(a),
@@ -80,9 +93,12 @@ pub fn exec(cli: Cli) -> Result<()> {
         Command::Schema(a) => schema::exec(a),
         Command::GenInitCpio(a) => gen_init_cpio::exec(a),
         Command::Inspect(a) => inspect::exec(a),
+        Command::Cat(a) => cat::exec(a),
         Command::Verify(a) => verify::exec(a),
         Command::Extract(a) => extract::exec(a),
         Command::Diff(a) => diff::exec(a),
         Command::Why(a) => why::exec(a),
+        Command::Completions(a) => completions::exec(a, Cli::command()),
+        Command::Man(a) => man::exec(a, Cli::command()),
     }
 }

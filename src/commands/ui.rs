@@ -2,9 +2,10 @@
 //! text on standard output (a closed pipe is not an error), warnings on
 //! standard error, `-` as standard input or output.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use composer::error::{Error, Result, Warning};
 use composer::io::MAX_INPUT;
@@ -19,8 +20,21 @@ pub fn print(text: &str) -> Result<()> {
     }
 }
 
+/// `-q`: only errors go to standard error.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
 pub fn warn(w: &impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "composer: warning: {w}");
+    if !quiet() {
+        let _ = writeln!(std::io::stderr().lock(), "composer: warning: {w}");
+    }
 }
 
 pub fn warnings(ws: &[Warning]) {
@@ -30,7 +44,9 @@ pub fn warnings(ws: &[Warning]) {
 }
 
 pub fn note(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "composer: note: {text}");
+    if !quiet() {
+        let _ = writeln!(std::io::stderr().lock(), "composer: note: {text}");
+    }
 }
 
 /// A build's warnings, then its alignment misses in gen_init_cpio's own
@@ -47,6 +63,33 @@ pub fn build_report(report: &BuildReport) {
     }
 }
 
+/// The line that ends a build (unless `-q`): where, how big, how many
+/// entries and segments, how long.
+pub fn build_summary(
+    out: &Path,
+    report: &BuildReport,
+    entries: usize,
+    segments: usize,
+    took: std::time::Duration,
+) {
+    if quiet() {
+        return;
+    }
+    let where_ = if out == Path::new("-") {
+        "standard output".to_string()
+    } else {
+        out.display().to_string()
+    };
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "composer: wrote {where_}: {} bytes ({:.1} MiB), {entries} entries in {segments} segment{}, {:.2} s",
+        report.size,
+        report.size as f64 / (1024.0 * 1024.0),
+        if segments == 1 { "" } else { "s" },
+        took.as_secs_f64()
+    );
+}
+
 /// Where an archive goes: a file (atomically) or, for `-`, standard output.
 pub fn output(target: &Path) -> Result<Output> {
     if target == Path::new("-") {
@@ -57,6 +100,20 @@ pub fn output(target: &Path) -> Result<Output> {
         return Ok(Output::stream(std::fs::File::from(fd), "<stdout>"));
     }
     Output::create(target)
+}
+
+/// Where an archive goes, as [`output`]; a terminal is refused (an archive
+/// is binary data, as gzip and cpio refuse).
+pub fn archive_output(target: &Path) -> Result<Output> {
+    let out = output(target)?;
+    if out.file().is_terminal() {
+        return Err(Error::usage(format!(
+            "refusing to write an archive to the terminal `{}`",
+            out.name()
+        ))
+        .with_hint("redirect standard output to a file or a pipe, or give -o FILE"));
+    }
+    Ok(out)
 }
 
 /// Writes `bytes` to `target` atomically, or to standard output.

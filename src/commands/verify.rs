@@ -40,7 +40,7 @@ pub fn exec(a: Args) -> Result<()> {
         return Ok(());
     }
     let fatal = findings.iter().filter(|f| f.fatal).count();
-    Err(Error::usage(format!(
+    Err(Error::found(format!(
         "{}: {} problem(s) found{}",
         image.name,
         findings.len(),

@@ -15,13 +15,92 @@ use crate::entry::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG,
 use crate::error::Result;
 use crate::path::escape;
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct InspectOptions {
     /// Mode, owner, size, mtime and data offset of every entry.
     pub long: bool,
     /// Only the segments: range, compression, sizes.
     pub segments: bool,
     pub json: bool,
+    /// Only the entries these select (empty: all): a path selects itself
+    /// and what is below it, a glob the names it matches.
+    pub only: Vec<String>,
+}
+
+/// Which entries a listing shows.
+struct Filter {
+    prefixes: Vec<Vec<u8>>,
+    globs: Option<globset::GlobSet>,
+}
+
+impl Filter {
+    fn new(only: &[String]) -> Result<Option<Filter>> {
+        if only.is_empty() {
+            return Ok(None);
+        }
+        let mut prefixes = Vec::new();
+        let mut globs = globset::GlobSetBuilder::new();
+        let mut any_glob = false;
+        for p in only {
+            let norm = normalize(p.as_bytes());
+            if p.contains(['*', '?', '[']) {
+                let text = String::from_utf8_lossy(&norm).into_owned();
+                let g = globset::GlobBuilder::new(&text)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| {
+                        crate::error::Error::usage(format!("bad glob `{p}`: {}", e.kind()))
+                    })?;
+                globs.add(g);
+                any_glob = true;
+            } else {
+                prefixes.push(norm);
+            }
+        }
+        let globs = if any_glob {
+            Some(
+                globs
+                    .build()
+                    .map_err(|e| crate::error::Error::usage(format!("bad glob: {e}")))?,
+            )
+        } else {
+            None
+        };
+        Ok(Some(Filter { prefixes, globs }))
+    }
+
+    fn takes(&self, name: &[u8]) -> bool {
+        let name = normalize(name);
+        let below = |p: &Vec<u8>| {
+            p.is_empty() || name == *p || (name.starts_with(p) && name.get(p.len()) == Some(&b'/'))
+        };
+        self.prefixes.iter().any(below)
+            || self
+                .globs
+                .as_ref()
+                .is_some_and(|g| std::str::from_utf8(&name).is_ok_and(|n| g.is_match(n)))
+    }
+}
+
+/// A name without a leading `/`, `./` or trailing `/`.
+fn normalize(name: &[u8]) -> Vec<u8> {
+    let mut n = name;
+    loop {
+        if let Some(r) = n.strip_prefix(b"./") {
+            n = r;
+        } else if let Some(r) = n.strip_prefix(b"/") {
+            n = r;
+        } else {
+            break;
+        }
+    }
+    while let Some(r) = n.strip_suffix(b"/") {
+        n = r;
+    }
+    if n == b"." {
+        n = b"";
+    }
+    n.to_vec()
 }
 
 /// Renders the listing of an image that has no fault.
@@ -29,8 +108,10 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
     if let Some(e) = image.fault_error() {
         return Err(e);
     }
+    let filter = Filter::new(&opts.only)?;
+    let shown = |e: &RawEntry| filter.as_ref().is_none_or(|f| f.takes(&e.name));
     if opts.json {
-        let mut s = serde_json::to_string_pretty(&json(image, opts))
+        let mut s = serde_json::to_string_pretty(&json(image, opts, &shown))
             .map_err(|e| crate::error::Error::usage(format!("internal error: {e}")))?;
         s.push('\n');
         return Ok(s);
@@ -56,7 +137,7 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
         }
         return Ok(out);
     }
-    for (seg, e) in image.entries() {
+    for (seg, e) in image.entries().filter(|(_, e)| shown(e)) {
         if opts.long {
             long_line(&mut out, seg, e);
         } else {
@@ -229,7 +310,11 @@ struct JsonEntry {
     skip: Option<Skip>,
 }
 
-fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
+fn json<'a>(
+    image: &'a Image,
+    opts: &InspectOptions,
+    shown: &dyn Fn(&RawEntry) -> bool,
+) -> JsonImage<'a> {
     let segments = image
         .segments
         .iter()
@@ -244,7 +329,7 @@ fn json<'a>(image: &'a Image, opts: &InspectOptions) -> JsonImage<'a> {
             entries: (!opts.segments).then(|| {
                 s.entries
                     .iter()
-                    .filter(|e| !e.is_trailer())
+                    .filter(|e| !e.is_trailer() && shown(e))
                     .map(|e| {
                         let h = &e.header;
                         JsonEntry {

@@ -1,0 +1,343 @@
+//! `composer cat IMAGE PATH` prints a file as the unpacked image holds it: a later
+//! segment's entry wins, symlinks on the way are followed inside the image (absolute
+//! ones from the image's root), a hardlink's first name finds the data its group's
+//! last entry carries; loops, directories and missing names are errors that name the
+//! image and the path.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{self, Scratch};
+
+fn list_image(dir: &Path, name: &str, list: &str) -> Vec<u8> {
+    let l = dir.join(format!("{name}.list"));
+    fs::write(&l, list).unwrap();
+    let out = dir.join(format!("{name}.img"));
+    support::run_ok(
+        support::composer()
+            .args(["build", "-t", "0", "--no-sync", "--list"])
+            .arg(&l)
+            .arg("-o")
+            .arg(&out),
+    );
+    fs::read(out).unwrap()
+}
+
+fn cat(image: &Path, path: &str) -> std::process::Output {
+    support::run(support::composer().arg("cat").arg(image).arg(path))
+}
+
+fn cat_ok(image: &Path, path: &str) -> Vec<u8> {
+    let o = cat(image, path);
+    assert!(
+        o.status.success(),
+        "cat {path}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
+fn cat_err(image: &Path, path: &str) -> String {
+    let o = cat(image, path);
+    assert!(!o.status.success(), "cat {path} succeeded");
+    assert!(o.stdout.is_empty(), "cat {path} printed data");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn cat_follows_the_kernels_view_of_the_image() {
+    let dir = Scratch::new("cat");
+    let src = |name: &str, data: &[u8]| {
+        let p = dir.join(name);
+        fs::write(&p, data).unwrap();
+        p.display().to_string()
+    };
+    let (one, two, tool, big, empty) = (
+        src("one", b"one\n"),
+        src("two", b"two\n"),
+        src("tool", b"#!/bin/sh\necho tool\n"),
+        src("big", &(0..300_000u32).map(|i| i as u8).collect::<Vec<_>>()),
+        src("empty", b""),
+    );
+    let first = list_image(
+        &dir,
+        "first",
+        &format!(
+            "dir /etc 0755 0 0\n\
+             file /etc/a {one} 0644 0 0\n\
+             dir /usr 0755 0 0\n\
+             dir /usr/bin 0755 0 0\n\
+             file /usr/bin/tool {tool} 0755 0 0 /usr/bin/tool2 /etc/tool3\n\
+             file /usr/big {big} 0644 0 0\n\
+             file /usr/empty {empty} 0644 0 0\n\
+             slink /bin usr/bin 0777 0 0\n\
+             slink /etc/abs /bin/tool 0777 0 0\n\
+             slink /etc/up ../usr/./bin/tool2 0777 0 0\n\
+             slink /loop1 loop2 0777 0 0\n\
+             slink /loop2 /loop1 0777 0 0\n"
+        ),
+    );
+    let second = list_image(
+        &dir,
+        "second",
+        &format!("dir /etc 0755 0 0\nfile /etc/a {two} 0644 0 0\n"),
+    );
+    // The second archive as a zstd segment after the first, as the kernel takes them.
+    let image = dir.join("image.img");
+    let Some(zstd) = support::require_tool("zstd", "zstd") else {
+        return;
+    };
+    let z = support::run_ok(
+        Command::new(zstd)
+            .args(["-q", "-c"])
+            .arg(dir.join("second.img")),
+    );
+    assert!(second.len() > 100);
+    fs::write(&image, [first, z.stdout].concat()).unwrap();
+
+    assert_eq!(cat_ok(&image, "etc/a"), b"two\n", "the later segment wins");
+    let tool = b"#!/bin/sh\necho tool\n".to_vec();
+    for path in [
+        "usr/bin/tool",
+        "/usr/bin/tool2",
+        "etc/tool3",
+        "bin/tool",
+        "./bin//tool2",
+        "etc/abs",
+        "etc/up",
+        "usr/bin/../bin/tool",
+    ] {
+        assert_eq!(cat_ok(&image, path), tool, "{path}");
+    }
+    assert_eq!(
+        cat_ok(&image, "usr/big"),
+        fs::read(dir.join("big")).unwrap()
+    );
+    assert_eq!(cat_ok(&image, "usr/empty"), b"");
+
+    let e = cat_err(&image, "loop1");
+    assert!(e.contains("too many levels of symbolic links"), "{e}");
+    let e = cat_err(&image, "usr/bin");
+    assert!(e.contains("`usr/bin` is not a regular file"), "{e}");
+    let e = cat_err(&image, "etc/missing");
+    assert!(
+        e.contains("image.img") && e.contains("no `etc/missing` in the image"),
+        "{e}"
+    );
+    let e = cat_err(&image, "etc/a/b");
+    assert!(e.contains("`etc/a` is not a directory"), "{e}");
+    let e = cat_err(&image, "/");
+    assert!(e.contains("names no file"), "{e}");
+}
+
+#[test]
+fn completions_and_man_pages_cover_every_subcommand() {
+    let help = support::run_ok(support::composer().arg("--help"));
+    let help = String::from_utf8_lossy(&help.stdout);
+    let subcommands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(subcommands.len() > 10, "{subcommands:?}");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = support::run_ok(support::composer().args(["completions", shell]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        for c in &subcommands {
+            assert!(text.contains(c.as_str()), "{shell} completions lack `{c}`");
+        }
+    }
+    let dir = Scratch::new("man-pages");
+    let man = dir.join("man1");
+    support::run_ok(support::composer().arg("man").arg(&man));
+    let page = fs::read_to_string(man.join("composer.1")).unwrap();
+    assert!(page.contains(".TH composer"), "{page}");
+    for c in &subcommands {
+        let p = man.join(format!("composer-{c}.1"));
+        let text = fs::read_to_string(&p).unwrap_or_else(|_| panic!("no {}", p.display()));
+        let name = format!("composer-{c}").replace('-', "\\-");
+        assert!(text.contains(&format!("{name} \\- ")), "{}", p.display());
+    }
+}
+
+/// 0 success; 1 `verify` found problems or `diff` found differences; 2 trouble
+/// (usage, I/O, bad input): the table in the book's command line page.
+#[test]
+fn exit_codes_tell_findings_from_trouble() {
+    let dir = Scratch::new("exit-codes");
+    let data = dir.join("data");
+    fs::write(&data, b"data\n").unwrap();
+    let good = list_image(
+        &dir,
+        "good",
+        &format!("file /a {} 0644 0 0\n", data.display()),
+    );
+    let other = list_image(
+        &dir,
+        "other",
+        &format!("file /b {} 0644 0 0\n", data.display()),
+    );
+    let (good_img, other_img) = (dir.join("good.img"), dir.join("other.img"));
+    assert!(!good.is_empty() && !other.is_empty());
+    // Junk after the trailer: neither a header nor a stream the kernel knows.
+    let mut bad = good.clone();
+    bad.extend_from_slice(b"JUNK");
+    let bad_img = dir.join("bad.img");
+    fs::write(&bad_img, bad).unwrap();
+
+    let code =
+        |args: &[&std::ffi::OsStr]| support::run(support::composer().args(args)).status.code();
+    let os = |s: &str| std::ffi::OsStr::new(s).to_owned();
+    let (g, o, b) = (
+        good_img.as_os_str().to_owned(),
+        other_img.as_os_str().to_owned(),
+        bad_img.as_os_str().to_owned(),
+    );
+    let missing = dir.join("missing.img").into_os_string();
+    for (args, want) in [
+        (vec![os("verify"), g.clone()], 0),
+        (vec![os("diff"), g.clone(), g.clone()], 0),
+        (vec![os("verify"), b.clone()], 1),
+        (vec![os("diff"), g.clone(), o.clone()], 1),
+        (vec![os("verify"), missing.clone()], 2),
+        (vec![os("diff"), g.clone(), missing.clone()], 2),
+        (vec![os("inspect"), missing.clone()], 2),
+        (vec![os("cat"), g.clone(), os("nope")], 2),
+        (vec![os("build"), os("--no-such-flag")], 2),
+        (
+            vec![os("build"), os("-a"), os("3"), os("--list"), os("x")],
+            2,
+        ),
+        (vec![os("no-such-command")], 2),
+    ] {
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        assert_eq!(code(&refs), Some(want), "composer {args:?}");
+    }
+}
+
+#[test]
+fn inspect_lists_only_the_paths_and_globs_given() {
+    let dir = Scratch::new("inspect-filter");
+    let data = dir.join("data");
+    fs::write(&data, b"data\n").unwrap();
+    let d = data.display();
+    list_image(
+        &dir,
+        "image",
+        &format!(
+            "dir /etc 0755 0 0\nfile /etc/a {d} 0644 0 0\nfile /etc/b {d} 0644 0 0\n\
+             dir /usr 0755 0 0\ndir /usr/bin 0755 0 0\nfile /usr/bin/tool {d} 0755 0 0\n\
+             dir /usr/bin2 0755 0 0\nfile /usr/x.ko {d} 0644 0 0\n"
+        ),
+    );
+    let image = dir.join("image.img");
+    let list = |args: &[&str]| {
+        let o = support::run_ok(support::composer().arg("inspect").arg(&image).args(args));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert_eq!(list(&["usr/bin"]), "usr/bin\nusr/bin/tool\n");
+    assert_eq!(list(&["/usr/bin/"]), "usr/bin\nusr/bin/tool\n");
+    assert_eq!(list(&["etc/*"]), "etc/a\netc/b\n");
+    assert_eq!(list(&["**/*.ko", "etc/b"]), "etc/b\nusr/x.ko\n");
+    assert_eq!(list(&["nothing"]), "");
+    let long = list(&["-l", "etc/a"]);
+    assert_eq!(long.lines().count(), 1, "{long}");
+    assert!(long.ends_with(" etc/a\n"), "{long}");
+    let json = list(&["--json", "usr/bin"]);
+    assert!(
+        json.contains("\"usr/bin/tool\"") && !json.contains("\"etc/a\""),
+        "{json}"
+    );
+}
+
+#[test]
+fn build_ends_with_a_summary_line_and_q_keeps_it_quiet() {
+    let dir = Scratch::new("build-summary");
+    let data = dir.join("data");
+    fs::write(&data, b"data\n").unwrap();
+    let l = dir.join("x.list");
+    fs::write(
+        &l,
+        format!(
+            "dir /etc 0755 0 0\nfile /etc/a {} 0644 0 0\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("x.img");
+    let o = support::run_ok(
+        support::composer()
+            .args(["build", "--no-sync", "--list"])
+            .arg(&l)
+            .arg("-o")
+            .arg(&out),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let size = fs::metadata(&out).unwrap().len();
+    let want = format!("composer: wrote {}: {size} bytes (", out.display());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with(&want), "{stderr}");
+    assert!(stderr.contains(" 2 entries in 1 segment, "), "{stderr}");
+    let o = support::run_ok(
+        support::composer()
+            .args(["-q", "build", "--no-sync", "--list"])
+            .arg(&l)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // gen-init-cpio stays as silent as the kernel's tool.
+    let o = support::run_ok(
+        support::composer()
+            .args(["gen-init-cpio", "-o"])
+            .arg(&out)
+            .arg(&l),
+    );
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn an_archive_is_never_written_to_a_terminal() {
+    let Some(script) = support::require_tool("script", "bsdutils") else {
+        return;
+    };
+    let dir = Scratch::new("tty-refused");
+    let data = dir.join("data");
+    fs::write(&data, b"data\n").unwrap();
+    let l = dir.join("x.list");
+    fs::write(&l, format!("file /a {} 0644 0 0\n", data.display())).unwrap();
+    let bin = support::composer_bin();
+    for cmd in [
+        format!("{} build --list {} -o -", bin.display(), l.display()),
+        format!("{} gen-init-cpio {}", bin.display(), l.display()),
+    ] {
+        // `script` runs the command on a new pseudo-terminal and copies what it
+        // prints; -e passes its exit status on.
+        let o = support::run(
+            Command::new(&script)
+                .args(["-q", "-e", "-c"])
+                .arg(format!("{cmd}; echo \"status=$?\""))
+                .arg("/dev/null")
+                .stdin(std::process::Stdio::null()),
+        );
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("refusing to write an archive to the terminal"),
+            "{cmd}: {text}"
+        );
+        assert!(text.contains("status=2"), "{cmd}: {text}");
+        assert!(!text.contains("070701"), "{cmd} wrote the archive: {text}");
+    }
+}
