@@ -1,0 +1,372 @@
+//! The distribution hooks in dist/, run the way their callers run them: systemd's
+//! real `kernel-install` with composer's plugin (layouts bls and other, another
+//! generator configured), Debian's /etc/kernel/postinst.d and postrm.d calling
+//! convention (KVER, image path, DEB_MAINT_PARAMS), and pacman's NeedsTargets lines
+//! on the alpm hook script's standard input. Each image they write is read back with
+//! `composer verify` and `composer inspect`.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::support::{self, DebianKernel, Scratch};
+
+fn dist(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("dist")
+        .join(path)
+}
+
+/// A PATH whose first directory holds `composer` (the binary under test), as the
+/// package installs it.
+fn path_with_composer(dir: &Path) -> String {
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("composer");
+    if !link.exists() {
+        std::os::unix::fs::symlink(support::composer_bin(), &link).unwrap();
+    }
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// The arguments every hook passes on to `composer build` here: the kernel's
+/// module tree is not under this machine's /lib/modules.
+fn build_args(kernel: &DebianKernel) -> String {
+    format!("--kmoddir {} --no-sync", kernel.modules_dir().display())
+}
+
+/// The image is whole, passes verify, and holds the kernel's modules and an /init.
+fn assert_initrd(image: &Path, kernel: &DebianKernel) {
+    assert!(image.is_file(), "{} was not written", image.display());
+    support::run_ok(support::composer().arg("verify").arg(image));
+    let out = support::run_ok(support::composer().arg("inspect").arg(image));
+    let list = String::from_utf8_lossy(&out.stdout);
+    let ahci = format!(
+        "usr/lib/modules/{}/kernel/drivers/ata/ahci.ko",
+        kernel.version
+    );
+    assert!(
+        list.lines().any(|l| l.starts_with(&ahci)),
+        "{} has no {ahci}",
+        image.display()
+    );
+    assert!(
+        list.lines().any(|l| l == "init"),
+        "{} has no /init",
+        image.display()
+    );
+}
+
+struct KernelInstall {
+    conf: PathBuf,
+    boot: PathBuf,
+    path: String,
+    args: String,
+}
+
+const MACHINE_ID: &str = "0123456789abcdef0123456789abcdef";
+
+impl KernelInstall {
+    fn new(dir: &Path, kernel: &DebianKernel, install_conf: &str) -> KernelInstall {
+        let conf = dir.join("kernel");
+        fs::create_dir_all(&conf).unwrap();
+        fs::write(conf.join("install.conf"), install_conf).unwrap();
+        let boot = dir.join("boot");
+        fs::create_dir_all(&boot).unwrap();
+        KernelInstall {
+            conf,
+            boot,
+            path: path_with_composer(dir),
+            args: build_args(kernel),
+        }
+    }
+
+    /// `kernel-install -v ARGS` with composer's plugin and, for the bls layout,
+    /// systemd's own 90-loaderentry.install after it.
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let plugins = format!(
+            "{} /usr/lib/kernel/install.d/90-loaderentry.install",
+            dist("kernel-install/50-composer.install").display()
+        );
+        let out = support::run(
+            Command::new("kernel-install")
+                .arg("-v")
+                .args(args)
+                .env("PATH", &self.path)
+                .env("KERNEL_INSTALL_CONF_ROOT", &self.conf)
+                .env("KERNEL_INSTALL_PLUGINS", plugins)
+                .env("BOOT_ROOT", &self.boot)
+                .env("MACHINE_ID", MACHINE_ID)
+                .env("COMPOSER_BUILD_ARGS", &self.args),
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("kernel-install {args:?}:\n{text}");
+        assert!(out.status.success(), "kernel-install {args:?} failed");
+        out
+    }
+}
+
+fn kernel_install_env() -> Option<DebianKernel> {
+    support::require_tool("kernel-install", "systemd")?;
+    if !Path::new("/usr/lib/kernel/install.d/90-loaderentry.install").exists() {
+        support::skip("systemd's 90-loaderentry.install is missing");
+        return None;
+    }
+    support::debian_kernel()
+}
+
+#[test]
+fn kernel_install_bls_stages_the_initrd_for_the_entry_and_remove_deletes_it() {
+    let Some(kernel) = kernel_install_env() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-ki-bls");
+    let ki = KernelInstall::new(&dir, &kernel, "layout=bls\ninitrd_generator=composer\n");
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    ki.run(&["add", &kernel.version, vmlinuz]);
+    // 90-loaderentry copied composer's staged initrd into the entry directory and
+    // named it in the boot loader entry.
+    let entry_dir = ki.boot.join(MACHINE_ID).join(&kernel.version);
+    assert_initrd(&entry_dir.join("initrd"), &kernel);
+    let entry = fs::read_to_string(
+        ki.boot
+            .join("loader/entries")
+            .join(format!("{MACHINE_ID}-{}.conf", kernel.version)),
+    )
+    .unwrap();
+    assert!(
+        entry.lines().any(|l| l.starts_with("initrd")
+            && l.ends_with(&format!("/{}/initrd", kernel.version))),
+        "the loader entry names no initrd:\n{entry}"
+    );
+    ki.run(&["remove", &kernel.version]);
+    assert!(
+        !entry_dir.exists(),
+        "{} is still there",
+        entry_dir.display()
+    );
+}
+
+#[test]
+fn kernel_install_other_layout_writes_next_to_the_kernel_and_remove_deletes_it() {
+    let Some(kernel) = kernel_install_env() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-ki-other");
+    // No initrd_generator: composer acts, as dracut's plugin does.
+    let ki = KernelInstall::new(&dir, &kernel, "layout=other\n");
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    let image = ki.boot.join(format!("initrd.img-{}", kernel.version));
+    fs::write(&image, b"the previous image").unwrap();
+    ki.run(&["add", &kernel.version, vmlinuz]);
+    assert_initrd(&image, &kernel);
+    let others: Vec<_> = fs::read_dir(&ki.boot)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".composer-"))
+        .collect();
+    assert!(others.is_empty(), "temporary files left: {others:?}");
+    ki.run(&["remove", &kernel.version]);
+    assert!(!image.exists(), "{} is still there", image.display());
+}
+
+#[test]
+fn kernel_install_leaves_other_generators_and_given_initrds_alone() {
+    let Some(kernel) = kernel_install_env() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-ki-not-ours");
+    let ki = KernelInstall::new(&dir, &kernel, "layout=other\ninitrd_generator=dracut\n");
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    let image = ki.boot.join(format!("initrd.img-{}", kernel.version));
+    ki.run(&["add", &kernel.version, vmlinuz]);
+    assert!(
+        !image.exists(),
+        "composer built an initrd for dracut's turn"
+    );
+
+    // An initrd given on the command line is used as it is.
+    let ki = KernelInstall::new(&dir, &kernel, "layout=other\ninitrd_generator=composer\n");
+    let given = dir.join("given.img");
+    fs::write(&given, b"given").unwrap();
+    ki.run(&["add", &kernel.version, vmlinuz, given.to_str().unwrap()]);
+    assert!(
+        !image.exists(),
+        "composer built an initrd though one was given"
+    );
+}
+
+fn run_hook(hook: &str, dir: &Path, kernel: &DebianKernel, params: &str, args: &[&Path]) {
+    let mut cmd = Command::new(dist(hook));
+    cmd.arg(&kernel.version)
+        .args(args)
+        .env("PATH", path_with_composer(dir))
+        .env("COMPOSER_BUILD_ARGS", build_args(kernel))
+        .env(
+            "DPKG_MAINTSCRIPT_PACKAGE",
+            format!("linux-image-{}", kernel.version),
+        );
+    if params.is_empty() {
+        cmd.env_remove("DEB_MAINT_PARAMS");
+    } else {
+        cmd.env("DEB_MAINT_PARAMS", params);
+    }
+    support::run_ok(&mut cmd);
+}
+
+#[test]
+fn debian_kernel_hooks_build_on_configure_and_remove_on_remove() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-debian");
+    let boot = dir.join("boot");
+    fs::create_dir_all(&boot).unwrap();
+    let vmlinuz = boot.join(format!("vmlinuz-{}", kernel.version));
+    fs::copy(&kernel.vmlinuz, &vmlinuz).unwrap();
+    let image = boot.join(format!("initrd.img-{}", kernel.version));
+    let (postinst, postrm) = ("debian/postinst.d/composer", "debian/postrm.d/composer");
+
+    // The kernel package's preinst-time and upgrade calls do nothing.
+    run_hook(postinst, &dir, &kernel, "upgrade 6.1.0-1", &[&vmlinuz]);
+    assert!(!image.exists(), "built outside configure");
+    run_hook(postinst, &dir, &kernel, "configure ''", &[&vmlinuz]);
+    assert_initrd(&image, &kernel);
+    // Called by hand (no DEB_MAINT_PARAMS), it rebuilds: a new inode, whole.
+    let before = fs::metadata(&image).unwrap();
+    run_hook(postinst, &dir, &kernel, "", &[&vmlinuz]);
+    assert_initrd(&image, &kernel);
+    use std::os::unix::fs::MetadataExt;
+    assert_ne!(
+        fs::metadata(&image).unwrap().ino(),
+        before.ino(),
+        "the image was not replaced by rename"
+    );
+
+    run_hook(postrm, &dir, &kernel, "upgrade 6.1.0-1", &[&vmlinuz]);
+    assert!(image.exists(), "removed on upgrade");
+    run_hook(postrm, &dir, &kernel, "remove", &[&vmlinuz]);
+    assert!(!image.exists(), "not removed on remove");
+    // The purge that follows finds nothing to do.
+    run_hook(postrm, &dir, &kernel, "purge", &[&vmlinuz]);
+
+    // Without a version the kernel package is told what is wrong.
+    let out = support::run(
+        Command::new(dist(postinst))
+            .env("PATH", path_with_composer(&dir))
+            .env("DPKG_MAINTSCRIPT_PACKAGE", "linux-image-test"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("linux-image-test did not pass"));
+}
+
+/// Runs the alpm hook script as pacman does: Exec with the targets on stdin.
+fn alpm(dir: &Path, root: &Path, kernel: &DebianKernel, op: &str, targets: &[&str]) -> bool {
+    let mut child = Command::new(dist("pacman/composer"))
+        .arg(op)
+        .env("PATH", path_with_composer(dir))
+        .env("COMPOSER_ALPM_ROOT", root)
+        .env("COMPOSER_BUILD_ARGS", build_args(kernel))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for t in targets {
+        writeln!(stdin, "{t}").unwrap();
+    }
+    drop(stdin);
+    child.wait().unwrap().success()
+}
+
+/// The hook files trigger on the paths the script handles.
+#[test]
+fn pacman_hooks_name_the_script_and_the_kernel_paths() {
+    for (hook, op, when) in [
+        (
+            "pacman/90-composer-install.hook",
+            "install",
+            "PostTransaction",
+        ),
+        ("pacman/60-composer-remove.hook", "remove", "PreTransaction"),
+    ] {
+        let text = fs::read_to_string(dist(hook)).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        assert!(
+            lines.contains(&"Target = usr/lib/modules/*/vmlinuz"),
+            "{hook}"
+        );
+        assert!(lines.contains(&"NeedsTargets"), "{hook}");
+        assert!(lines.contains(&format!("When = {when}").as_str()), "{hook}");
+        assert!(
+            lines.contains(&format!("Exec = /usr/share/libalpm/scripts/composer {op}").as_str()),
+            "{hook}"
+        );
+    }
+}
+
+#[test]
+fn pacman_script_builds_and_removes_per_pkgbase() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-pacman");
+    let root = dir.join("root");
+    let kdir = root.join("usr/lib/modules").join(&kernel.version);
+    fs::create_dir_all(&kdir).unwrap();
+    fs::copy(&kernel.vmlinuz, kdir.join("vmlinuz")).unwrap();
+    fs::write(kdir.join("pkgbase"), "linux-test\n").unwrap();
+    // A kernel tree without pkgbase (built by hand) is not touched.
+    let own = root.join("usr/lib/modules/6.99.0-own/vmlinuz");
+    fs::create_dir_all(own.parent().unwrap()).unwrap();
+    fs::write(&own, b"not packaged").unwrap();
+    let target = format!("usr/lib/modules/{}/vmlinuz", kernel.version);
+
+    assert!(alpm(
+        &dir,
+        &root,
+        &kernel,
+        "install",
+        &[&target, "usr/lib/modules/6.99.0-own/vmlinuz"]
+    ));
+    let vmlinuz = root.join("boot/vmlinuz-linux-test");
+    let image = root.join("boot/initramfs-linux-test.img");
+    assert_eq!(
+        fs::read(&vmlinuz).unwrap(),
+        fs::read(&kernel.vmlinuz).unwrap()
+    );
+    assert_initrd(&image, &kernel);
+    let boot: Vec<_> = fs::read_dir(root.join("boot"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(boot.len(), 2, "/boot holds {boot:?}");
+
+    assert!(alpm(&dir, &root, &kernel, "remove", &[&target]));
+    assert!(!vmlinuz.exists() && !image.exists());
+
+    // composer itself upgraded: the target is the package; every kernel is rebuilt.
+    assert!(alpm(
+        &dir,
+        &root,
+        &kernel,
+        "install",
+        &["initramfs-composer"]
+    ));
+    assert_initrd(&image, &kernel);
+
+    // A pkgbase that would leave /boot is refused, and nothing is written for it.
+    fs::write(kdir.join("pkgbase"), "../../etc/evil\n").unwrap();
+    assert!(!alpm(&dir, &root, &kernel, "install", &[&target]));
+    assert!(!root.join("etc").exists());
+}
