@@ -341,3 +341,124 @@ fn an_archive_is_never_written_to_a_terminal() {
         assert!(!text.contains("070701"), "{cmd} wrote the archive: {text}");
     }
 }
+
+/// Every subcommand's help describes each positional argument and ends with an
+/// example.
+#[test]
+fn every_subcommand_help_describes_its_arguments_and_ends_with_an_example() {
+    let help = support::run_ok(support::composer().arg("--help"));
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let subcommands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    let mut problems = Vec::new();
+    for c in &subcommands {
+        let out = support::run_ok(support::composer().args([c.as_str(), "-h"]));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let tail: Vec<&str> = text.trim_end().lines().collect();
+        let example = tail
+            .iter()
+            .rposition(|l| l.starts_with("Example"))
+            .is_some_and(|i| {
+                i + 1 < tail.len() && tail[i + 1].trim_start().starts_with("composer ")
+            });
+        if !example {
+            problems.push(format!("`composer {c} -h` does not end with an example"));
+        }
+        for l in text
+            .lines()
+            .skip_while(|l| !l.starts_with("Arguments:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+        {
+            // `  <NAME>  description` or `  [NAME]...  description`
+            let words: Vec<&str> = l.split_whitespace().collect();
+            if words.len() < 2 {
+                problems.push(format!(
+                    "`composer {c}`: argument `{}` has no description",
+                    l.trim()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn verify_and_diff_speak_json() {
+    let dir = Scratch::new("json-reports");
+    let data = dir.join("data");
+    fs::write(&data, b"data\n").unwrap();
+    let d = data.display();
+    let mut good = list_image(&dir, "good", &format!("file /a {d} 0644 0 0\n"));
+    list_image(
+        &dir,
+        "other",
+        &format!("file /b {d} 0644 0 0\nfile /a {d} 0600 0 0\n"),
+    );
+    good.extend_from_slice(b"JUNK");
+    fs::write(dir.join("bad.img"), good).unwrap();
+    let json = |args: &[&Path], want: i32| -> serde_json::Value {
+        let o = support::run(support::composer().args(args));
+        assert_eq!(o.status.code(), Some(want), "{args:?}");
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    };
+    let (v, df, j) = (Path::new("verify"), Path::new("diff"), Path::new("--json"));
+    let ok = json(&[v, j, &dir.join("good.img")], 0);
+    assert_eq!(ok["ok"], true);
+    assert_eq!(ok["entries"], 1);
+    assert_eq!(ok["findings"].as_array().unwrap().len(), 0);
+    let bad = json(&[v, j, &dir.join("bad.img")], 1);
+    assert_eq!(bad["ok"], false);
+    let findings = bad["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "{bad}");
+    assert!(findings[0]["message"].as_str().unwrap().len() > 10, "{bad}");
+    assert!(findings[0]["offset"].as_u64().is_some(), "{bad}");
+
+    let changes = json(&[df, j, &dir.join("good.img"), &dir.join("other.img")], 1);
+    let list = changes["changes"].as_array().unwrap();
+    assert!(
+        list.iter()
+            .any(|c| c["change"] == "added" && c["name"] == "b" && c["kind"] == "file"),
+        "{changes}"
+    );
+    assert!(
+        list.iter()
+            .any(|c| c["change"] == "changed" && c["name"] == "a"),
+        "{changes}"
+    );
+    let same = json(&[df, j, &dir.join("good.img"), &dir.join("good.img")], 0);
+    assert_eq!(same["changes"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn check_and_deps_speak_json() {
+    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/minimal.toml");
+    let o = support::run_ok(support::composer().args(["check", "--json"]).arg(&minimal));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["entries"].as_u64().unwrap() > 5, "{doc}");
+    assert!(doc["files"].as_u64().unwrap() > 0, "{doc}");
+    assert_eq!(doc["segments"].as_array().unwrap().len(), 1, "{doc}");
+    assert!(doc["warnings"].is_array(), "{doc}");
+
+    let o = support::run_ok(support::composer().args(["deps", "--json", "sh"]));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let text = support::run_ok(support::composer().args(["deps", "sh"]));
+    let lines: Vec<String> = String::from_utf8_lossy(&text.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let paths: Vec<String> = doc["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(paths, lines, "JSON and text name the same files");
+    assert!(paths.iter().any(|p| p.contains("libc.so")), "{paths:?}");
+}

@@ -13,6 +13,9 @@ use super::args::{ArchiveArgs, Input, ManifestArgs};
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  composer build examples/minimal.toml -o initrd.img\n  composer build --kver 6.1.0-57-amd64          # the system configuration, to /boot/initrd.img-KVER\n  composer build --list initramfs.list -o initrd.img"
+)]
 pub struct Args {
     #[command(flatten)]
     pub input: Input,

@@ -12,11 +12,17 @@ use super::args::ManifestArgs;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer check initrd.toml")]
 pub struct Args {
+    /// The manifest (.toml, .yaml or .yml).
     #[arg(value_name = "MANIFEST")]
     pub manifest: PathBuf,
     #[command(flatten)]
     pub vars: ManifestArgs,
+    /// Print JSON: `{manifest, entries, files, file_bytes, segments: [{name,
+    /// compression, entries}], warnings: [...]}` (warnings also on stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A manifest's spec for the commands that only report on it.
@@ -70,6 +76,28 @@ pub fn exec(a: Args) -> Result<()> {
         }
     }
     ui::warnings(&spec.warnings);
+    if a.json {
+        let segments: Vec<serde_json::Value> = spec
+            .segments
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "compression": s.compression.name(),
+                    "entries": s.entries.len(),
+                })
+            })
+            .collect();
+        let warnings: Vec<String> = spec.warnings.iter().map(|w| w.to_string()).collect();
+        return ui::print(&ui::json_text(&serde_json::json!({
+            "manifest": a.manifest.display().to_string(),
+            "entries": entries,
+            "files": files,
+            "file_bytes": bytes,
+            "segments": segments,
+            "warnings": warnings,
+        })));
+    }
     let mut text = format!(
         "{}: ok, {entries} entries ({files} files, {bytes} bytes of file data)\n",
         a.manifest.display()

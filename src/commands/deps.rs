@@ -9,6 +9,7 @@ use composer::resolve::elf::{self, BinaryRequest, DlopenLevel, ElfOptions, Hwcap
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer deps --root / sh mount")]
 pub struct Args {
     /// Programs by name (looked up on the search path) or path, inside the root.
     #[arg(value_name = "PROGRAM", required = true)]
@@ -22,6 +23,9 @@ pub struct Args {
     /// `.note.dlopen` dependencies: none, required, recommended, suggested.
     #[arg(long, value_name = "LEVEL", value_enum, default_value = "recommended")]
     pub dlopen: DlopenLevel,
+    /// Print JSON: `{paths: [...], warnings: [...]}` (warnings also on stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn exec(a: Args) -> Result<()> {
@@ -33,6 +37,14 @@ pub fn exec(a: Args) -> Result<()> {
     let requests: Vec<BinaryRequest> = a.programs.iter().map(BinaryRequest::program).collect();
     let res = elf::resolve(&requests, &opts)?;
     ui::warnings(&res.warnings);
+    if a.json {
+        let paths: Vec<String> = res.paths().map(|p| p.display().to_string()).collect();
+        let warnings: Vec<String> = res.warnings.iter().map(|w| w.to_string()).collect();
+        return ui::print(&ui::json_text(&serde_json::json!({
+            "paths": paths,
+            "warnings": warnings,
+        })));
+    }
     let mut text = String::new();
     for p in res.paths() {
         text.push_str(&p.display().to_string());

@@ -10,7 +10,9 @@ use super::check::{segments_line, spec};
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer export-list initrd.toml -o initramfs.list")]
 pub struct Args {
+    /// The manifest (.toml, .yaml or .yml).
     #[arg(value_name = "MANIFEST")]
     pub manifest: PathBuf,
     /// Write the list here instead of standard output.

@@ -9,6 +9,7 @@ use composer::image::Want;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer extract -C unpacked /boot/initrd.img-$(uname -r)")]
 pub struct Args {
     /// The image (`-` for standard input).
     #[arg(value_name = "IMAGE")]

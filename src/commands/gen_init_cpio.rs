@@ -12,6 +12,7 @@ use super::build::list_spec;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer gen-init-cpio -t 0 -o initramfs.cpio initramfs.list")]
 pub struct Args {
     /// Write the archive to FILE instead of standard output.
     #[arg(short = 'o', value_name = "FILE")]

@@ -8,6 +8,7 @@ use composer::list::{self, ListOptions};
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer import-list initramfs.list > initrd.toml")]
 pub struct Args {
     /// The gen_init_cpio list (`-` for standard input).
     #[arg(value_name = "LIST")]

@@ -12,6 +12,7 @@ use super::build::list_spec;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer plan initrd.toml -a 4096 --summary")]
 pub struct Args {
     #[command(flatten)]
     pub input: Input,

@@ -5,6 +5,7 @@ use composer::error::Result;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer schema > composer.schema.json")]
 pub struct Args {}
 
 pub fn exec(_: Args) -> Result<()> {

@@ -11,6 +11,13 @@ use composer::error::{Error, Result, Warning};
 use composer::io::MAX_INPUT;
 use composer::write::{BuildReport, Output};
 
+/// A JSON document as text, with a final newline.
+pub fn json_text(doc: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(doc).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 /// Writes finished text to standard output.
 pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();

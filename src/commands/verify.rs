@@ -8,10 +8,15 @@ use composer::image::{verify, Digests, Want};
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  composer verify /boot/initrd.img-$(uname -r)")]
 pub struct Args {
     /// The image (`-` for standard input).
     #[arg(value_name = "IMAGE")]
     pub image: PathBuf,
+    /// Print JSON: `{image, segments, entries, ok, fatal, findings: [{segment,
+    /// stream: {compression, offset} | null, offset, message, fatal}]}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn exec(a: Args) -> Result<()> {
@@ -23,12 +28,39 @@ pub fn exec(a: Args) -> Result<()> {
         },
     )?;
     let findings = verify::verify(&image);
+    let entries = image.entries().count();
+    let fatal = findings.iter().filter(|f| f.fatal).count();
     let mut text = String::new();
-    for f in &findings {
+    if a.json {
+        let list: Vec<serde_json::Value> = findings
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "segment": f.place.segment,
+                    "stream": f.place.stream.map(|(c, at)| serde_json::json!({
+                        "compression": c.name(),
+                        "offset": at,
+                    })),
+                    "offset": f.place.offset,
+                    "message": f.message,
+                    "fatal": f.fatal,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "image": image.name,
+            "segments": image.segments.len(),
+            "entries": entries,
+            "ok": findings.is_empty(),
+            "fatal": fatal,
+            "findings": list,
+        });
+        text = ui::json_text(&doc);
+    }
+    for f in findings.iter().filter(|_| !a.json) {
         text.push_str(&format!("{}: {}: {}\n", image.name, f.place, f.message));
     }
-    let entries = image.entries().count();
-    if findings.is_empty() {
+    if findings.is_empty() && !a.json {
         text.push_str(&format!(
             "{}: ok: {} segment(s), {entries} entries; the kernel unpacks every one\n",
             image.name,
@@ -39,7 +71,6 @@ pub fn exec(a: Args) -> Result<()> {
     if findings.is_empty() {
         return Ok(());
     }
-    let fatal = findings.iter().filter(|f| f.fatal).count();
     Err(Error::found(format!(
         "{}: {} problem(s) found{}",
         image.name,

@@ -9,6 +9,9 @@ use super::check::spec;
 use super::ui;
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  composer why initrd.toml usr/lib/modules/6.1.0-57-amd64/kernel/fs/ext4/ext4.ko\n  composer why initrd.toml ext4"
+)]
 pub struct Args {
     /// `MANIFEST [TARGET]` or `TARGET MANIFEST`: the manifest is the
     /// argument that ends in .toml, .yaml or .yml (as every manifest's name
