@@ -131,18 +131,22 @@ fn cat_follows_the_kernels_view_of_the_image() {
     assert!(e.contains("names no file"), "{e}");
 }
 
-#[test]
-fn completions_and_man_pages_cover_every_subcommand() {
+/// The subcommands `composer --help` lists.
+fn subcommands() -> Vec<String> {
     let help = support::run_ok(support::composer().arg("--help"));
-    let help = String::from_utf8_lossy(&help.stdout);
-    let subcommands: Vec<String> = help
+    String::from_utf8_lossy(&help.stdout)
         .lines()
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help")
-        .collect();
+        .collect()
+}
+
+#[test]
+fn completions_and_man_pages_cover_every_subcommand() {
+    let subcommands = subcommands();
     assert!(subcommands.len() > 10, "{subcommands:?}");
     for shell in ["bash", "zsh", "fish"] {
         let out = support::run_ok(support::composer().args(["completions", shell]));
@@ -346,16 +350,7 @@ fn an_archive_is_never_written_to_a_terminal() {
 /// example.
 #[test]
 fn every_subcommand_help_describes_its_arguments_and_ends_with_an_example() {
-    let help = support::run_ok(support::composer().arg("--help"));
-    let help = String::from_utf8_lossy(&help.stdout).into_owned();
-    let subcommands: Vec<String> = help
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .filter(|c| c != "help")
-        .collect();
+    let subcommands = subcommands();
     let mut problems = Vec::new();
     for c in &subcommands {
         let out = support::run_ok(support::composer().args([c.as_str(), "-h"]));
