@@ -276,14 +276,10 @@ fn generic_image(dir: &Path, kernel: &DebianKernel, init: &str) -> PathBuf {
     fs::write(&m, format!("include = [\"generic\"]\ninit = \"{init}\"\n")).unwrap();
     let out = dir.join(format!("generic-{init}.img"));
     support::run_ok(
-        support::composer()
-            .arg("build")
+        support::build_for(&kernel.version, &kernel.modules_dir())
             .arg(&m)
-            .args(["--kver", &kernel.version, "--kmoddir"])
-            .arg(kernel.modules_dir())
             .arg("-o")
-            .arg(&out)
-            .arg("--no-sync"),
+            .arg(&out),
     );
     out
 }
@@ -471,14 +467,11 @@ fn the_systemd_init_boots_a_real_debian_to_its_own_systemd() {
     let dir = Scratch::new("boot-debian");
     let image = dir.join("initrd.img");
     support::run_ok(
-        support::composer()
-            .args(["build", "--root"])
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg("--root")
             .arg(debian.join("root"))
-            .args(["--kver", &kernel.version, "--kmoddir"])
-            .arg(kernel.modules_dir())
             .arg("-o")
-            .arg(&image)
-            .arg("--no-sync"),
+            .arg(&image),
     );
     let listing = support::run_ok(support::composer().arg("inspect").arg(&image));
     let listing = String::from_utf8_lossy(&listing.stdout);

@@ -122,14 +122,10 @@ fn build(dir: &Path, kernel: &DebianKernel, profile: &str) -> PathBuf {
     fs::write(&m, format!("include = [\"{profile}\"]\n")).unwrap();
     let out = dir.join(format!("{profile}.img"));
     support::run_ok(
-        support::composer()
-            .arg("build")
+        support::build_for(&kernel.version, &kernel.modules_dir())
             .arg(&m)
-            .args(["--kver", &kernel.version, "--kmoddir"])
-            .arg(kernel.modules_dir())
             .arg("-o")
-            .arg(&out)
-            .arg("--no-sync"),
+            .arg(&out),
     );
     out
 }

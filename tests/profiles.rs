@@ -102,16 +102,12 @@ fn the_generic_profile_keeps_microcode_early_and_compressed_modules_uncompressed
     fs::write(&m, "include = [\"generic\"]\ninit = \"none\"\n").unwrap();
     let image = dir.join("initrd.img");
     let run = support::run_ok(
-        support::composer()
-            .arg("build")
+        support::build_for(&kernel.version, &kmod)
             .arg(&m)
             .arg("--root")
             .arg(&root)
-            .args(["--kver", &kernel.version, "--kmoddir"])
-            .arg(&kmod)
             .arg("-o")
-            .arg(&image)
-            .arg("--no-sync"),
+            .arg(&image),
     );
     let warnings = String::from_utf8_lossy(&run.stderr).into_owned();
     eprintln!("{warnings}");
@@ -155,16 +151,12 @@ fn the_generic_profile_keeps_microcode_early_and_compressed_modules_uncompressed
     )
     .unwrap();
     let run = support::run_ok(
-        support::composer()
-            .arg("build")
+        support::build_for(&kernel.version, &kmod)
             .arg(&m)
             .arg("--root")
             .arg(&root)
-            .args(["--kver", &kernel.version, "--kmoddir"])
-            .arg(&kmod)
             .arg("-o")
-            .arg(&image)
-            .arg("--no-sync"),
+            .arg(&image),
     );
     let warnings = String::from_utf8_lossy(&run.stderr);
     assert!(
@@ -183,16 +175,12 @@ fn the_generic_profile_keeps_microcode_early_and_compressed_modules_uncompressed
     fs::remove_dir_all(root.join("usr/lib/firmware")).unwrap();
     fs::write(&m, "include = [\"generic\"]\ninit = \"none\"\n").unwrap();
     let run = support::run_ok(
-        support::composer()
-            .arg("build")
+        support::build_for(&kernel.version, &kmod)
             .arg(&m)
             .arg("--root")
             .arg(&root)
-            .args(["--kver", &kernel.version, "--kmoddir"])
-            .arg(&kmod)
             .arg("-o")
-            .arg(&image)
-            .arg("--no-sync"),
+            .arg(&image),
     );
     let warnings = String::from_utf8_lossy(&run.stderr);
     assert!(!warnings.contains("microcode"), "{warnings}");

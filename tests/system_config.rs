@@ -38,12 +38,9 @@ fn no_manifest_builds_the_generic_image() {
     let dir = Scratch::new("sysconf-default");
     let out = dir.join("initrd.img");
     let run = support::run_ok(
-        support::composer()
-            .args(["build", "--kver", &kernel.version, "--kmoddir"])
-            .arg(kernel.modules_dir())
+        support::build_for(&kernel.version, &kernel.modules_dir())
             .arg("-o")
-            .arg(&out)
-            .arg("--no-sync"),
+            .arg(&out),
     );
     eprintln!("{}", String::from_utf8_lossy(&run.stderr));
     let list = listing(&out);
@@ -121,12 +118,9 @@ fn the_configuration_and_drop_ins_of_the_root_change_the_image() {
     );
 
     let run = support::run_ok(
-        support::composer()
-            .args(["build", "--kver", &kernel.version, "--kmoddir"])
-            .arg(kernel.modules_dir())
+        support::build_for(&kernel.version, &kernel.modules_dir())
             .arg("--root")
-            .arg(&root)
-            .arg("--no-sync"),
+            .arg(&root),
     );
     eprintln!("{}", String::from_utf8_lossy(&run.stderr));
     let image = root.join(format!("boot/composer-{}.img", kernel.version));
@@ -146,12 +140,9 @@ fn the_configuration_and_drop_ins_of_the_root_change_the_image() {
     // The masked drop-in unmasked: it comes back.
     fs::remove_file(root.join(etc).join("30-masked.toml")).unwrap();
     support::run_ok(
-        support::composer()
-            .args(["build", "--kver", &kernel.version, "--kmoddir"])
-            .arg(kernel.modules_dir())
+        support::build_for(&kernel.version, &kernel.modules_dir())
             .arg("--root")
-            .arg(&root)
-            .arg("--no-sync"),
+            .arg(&root),
     );
     assert!(listing(&image).contains("marker/usr-30"));
 

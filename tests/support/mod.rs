@@ -919,3 +919,13 @@ pub fn parse_newc(data: &[u8]) -> Result<Vec<NewcEntry>, String> {
         }
     }
 }
+
+/// `composer build --kver VERSION --kmoddir KMODDIR --no-sync`: a build for a kernel
+/// tree that is not the machine's own; callers add the manifest, `--root` and `-o`.
+pub fn build_for(version: &str, kmoddir: &Path) -> Command {
+    let mut cmd = composer();
+    cmd.args(["build", "--kver", version, "--kmoddir"])
+        .arg(kmoddir)
+        .arg("--no-sync");
+    cmd
+}
