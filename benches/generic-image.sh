@@ -22,7 +22,9 @@
 # tree for modules: composer and dracut through --kmoddir; mkinitramfs only knows
 # /lib/modules/<ver> and /boot/config-<ver>, so every peer command runs in a private
 # mount namespace where the tree is bind-mounted there (nothing on the machine
-# changes). The commands, all writing over the previous run's image:
+# changes). Before every run its image is removed and the removal synced, so each
+# run writes a fresh path, as a kernel update does (overwriting the previous image
+# would hide the cost of fsync on ext4). The commands:
 #
 #   composer                 composer build --kver V --kmoddir DIR -o OUT --no-sync
 #                            (the generic profile: zstd level 3, early microcode)
@@ -138,19 +140,24 @@ compression = "none"
 EOF
 
 c_build="$composer build --kver $kver --kmoddir $kdir"
-declare -a names cmds
-add() { names+=("$1"); cmds+=("$2"); }
-add "composer" "$c_build -o $work/composer.img --no-sync"
-add "composer, durable" "$c_build -o $work/composer-durable.img"
-add "composer, uncompressed" "$c_build $work/uncompressed.toml -o $work/composer-none.img --no-sync"
-add "composer, uncompressed, durable" "$c_build $work/uncompressed.toml -o $work/composer-none-durable.img"
+declare -a names cmds images
+# add NAME IMAGE COMMAND: COMMAND writes IMAGE.
+add() {
+    names+=("$1")
+    images+=("$2")
+    cmds+=("$3")
+}
+add "composer" "$work/composer.img" "$c_build -o $work/composer.img --no-sync"
+add "composer, durable" "$work/composer-durable.img" "$c_build -o $work/composer-durable.img"
+add "composer, uncompressed" "$work/composer-none.img" "$c_build $work/uncompressed.toml -o $work/composer-none.img --no-sync"
+add "composer, uncompressed, durable" "$work/composer-none-durable.img" "$c_build $work/uncompressed.toml -o $work/composer-none-durable.img"
 peers_from=${#names[@]}
-add "dracut" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut.img"
-add "dracut, durable" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut-durable.img && sync $work/dracut-durable.img"
-add "dracut, uncompressed" "$work/ns/run dracut -q --no-hostonly --force --no-compress --kver $kver --kmoddir $kdir $work/dracut-none.img"
-add "mkinitramfs" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs.img $kver"
-add "mkinitramfs, durable" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-durable.img $kver && sync $work/mkinitramfs-durable.img"
-add "mkinitramfs, uncompressed" "NO_COMPRESSOR=1 $work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-none.img $kver"
+add "dracut" "$work/dracut.img" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut.img"
+add "dracut, durable" "$work/dracut-durable.img" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut-durable.img && sync $work/dracut-durable.img"
+add "dracut, uncompressed" "$work/dracut-none.img" "$work/ns/run dracut -q --no-hostonly --force --no-compress --kver $kver --kmoddir $kdir $work/dracut-none.img"
+add "mkinitramfs" "$work/mkinitramfs.img" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs.img $kver"
+add "mkinitramfs, durable" "$work/mkinitramfs-durable.img" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-durable.img $kver && sync $work/mkinitramfs-durable.img"
+add "mkinitramfs, uncompressed" "$work/mkinitramfs-none.img" "NO_COMPRESSOR=1 $work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-none.img $kver"
 
 echo "== one build each, to check that every command works" >&2
 for i in "${!names[@]}"; do
@@ -163,13 +170,16 @@ done
 hf() {
     local out="$1" n="$2" warm="$3"; shift 3
     local args=()
-    while [ $# -gt 0 ]; do args+=(-n "$1" "$2"); shift 2; done
+    while [ $# -gt 0 ]; do
+        args+=(--prepare "rm -f $2 && sync" -n "$1" "$3")
+        shift 3
+    done
     hyperfine --warmup "$warm" --runs "$n" --export-markdown "$work/$out.md" "${args[@]}"
 }
 composer_args=()
-for ((i = 0; i < peers_from; i++)); do composer_args+=("${names[$i]}" "${cmds[$i]}"); done
+for ((i = 0; i < peers_from; i++)); do composer_args+=("${names[$i]}" "${images[$i]}" "${cmds[$i]}"); done
 peer_args=()
-for ((i = peers_from; i < ${#names[@]}; i++)); do peer_args+=("${names[$i]}" "${cmds[$i]}"); done
+for ((i = peers_from; i < ${#names[@]}; i++)); do peer_args+=("${names[$i]}" "${images[$i]}" "${cmds[$i]}"); done
 hf composer "$runs" 1 "${composer_args[@]}"
 hf peers "$peer_runs" 0 "${peer_args[@]}"
 
