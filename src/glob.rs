@@ -1,6 +1,6 @@
 //! Glob patterns, compiled one way for every rule that takes them: tree
 //! `include`/`exclude`, segment `paths`, module `patterns` and exclusions,
-//! firmware names.
+//! firmware names, and the patterns `inspect` takes on its command line.
 //!
 //! `*` and `?` stay inside one path component unless the rule says names
 //! are not paths ([`Separator::Any`], firmware names); `**` crosses
@@ -28,11 +28,33 @@ pub enum Below {
     No,
 }
 
-fn build(text: &str, sep: Separator, origin: &Origin) -> Result<globset::Glob> {
+fn compile(text: &str, sep: Separator) -> std::result::Result<globset::Glob, globset::Error> {
     GlobBuilder::new(text)
         .literal_separator(sep == Separator::Literal)
         .build()
+}
+
+fn build(text: &str, sep: Separator, origin: &Origin) -> Result<globset::Glob> {
+    compile(text, sep)
         .map_err(|e| Error::at(origin.clone(), format!("bad glob `{text}`: {}", e.kind())))
+}
+
+/// Path patterns given on the command line (they have no file and line):
+/// one set, None when there are none; a bad one is a usage error.
+pub fn command_line(patterns: &[String]) -> Result<Option<GlobSet>> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for text in patterns {
+        let g = compile(text, Separator::Literal)
+            .map_err(|e| Error::usage(format!("bad glob `{text}`: {}", e.kind())))?;
+        b.add(g);
+    }
+    let set = b
+        .build()
+        .map_err(|e| Error::usage(format!("bad glob: {e}")))?;
+    Ok(Some(set))
 }
 
 /// One pattern.
@@ -99,5 +121,9 @@ mod tests {
         assert!(n.is_match("iwlwifi-a/b"));
         assert!(set(&[], Separator::Any, Below::No).unwrap().is_none());
         assert!(set(&pats(&["a[b"]), Separator::Literal, Below::No).is_err());
+        let c = command_line(&["lib/*.so".into()]).unwrap().unwrap();
+        assert!(c.is_match("lib/x.so") && !c.is_match("lib/a/x.so"));
+        assert!(command_line(&["a[b".into()]).is_err());
+        assert!(command_line(&[]).unwrap().is_none());
     }
 }

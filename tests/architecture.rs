@@ -569,3 +569,41 @@ fn only_the_binary_prints() {
         found.join("\n")
     );
 }
+
+/// The things #11 found written several times exist once: each needle may
+/// appear (in code, outside comments and tests of other files) only in its
+/// home file.
+#[test]
+fn each_shared_helper_has_one_home() {
+    let homes: [(&str, &str); 7] = [
+        ("GlobBuilder", "glob.rs"),
+        ("GlobSetBuilder", "glob.rs"),
+        ("fn checksum", "cpio/header.rs"),
+        ("fn read_full", "io.rs"),
+        ("enum AlignMode", "policy.rs"),
+        ("fn escape", "path.rs"),
+        ("fn edit_distance", "suggest.rs"),
+    ];
+    let mut found = Vec::new();
+    for (file, _) in files() {
+        let rel = file.strip_prefix(src()).unwrap().to_path_buf();
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for (needle, home) in homes {
+                let whole = code.match_indices(needle).any(|(at, _)| {
+                    !code[at + needle.len()..]
+                        .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if whole && rel != Path::new(home) {
+                    found.push(format!(
+                        "{}:{}: {needle} (home: {home})",
+                        rel.display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "defined twice:\n{}", found.join("\n"));
+}

@@ -39,33 +39,16 @@ impl Filter {
             return Ok(None);
         }
         let mut prefixes = Vec::new();
-        let mut globs = globset::GlobSetBuilder::new();
-        let mut any_glob = false;
+        let mut patterns = Vec::new();
         for p in only {
             let norm = normalize(p.as_bytes());
             if p.contains(['*', '?', '[']) {
-                let text = String::from_utf8_lossy(&norm).into_owned();
-                let g = globset::GlobBuilder::new(&text)
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|e| {
-                        crate::error::Error::usage(format!("bad glob `{p}`: {}", e.kind()))
-                    })?;
-                globs.add(g);
-                any_glob = true;
+                patterns.push(String::from_utf8_lossy(&norm).into_owned());
             } else {
                 prefixes.push(norm);
             }
         }
-        let globs = if any_glob {
-            Some(
-                globs
-                    .build()
-                    .map_err(|e| crate::error::Error::usage(format!("bad glob: {e}")))?,
-            )
-        } else {
-            None
-        };
+        let globs = crate::glob::command_line(&patterns)?;
         Ok(Some(Filter { prefixes, globs }))
     }
 

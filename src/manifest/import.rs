@@ -5,8 +5,8 @@
 
 use std::fmt::Write;
 
-use super::model::escape;
 use crate::entry::{DeviceKind, Entry, Kind};
+use crate::path::escape;
 
 fn path_value(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {

@@ -474,7 +474,8 @@ impl JsonSchema for PathText {
     }
 }
 
-/// Decodes `\xHH` and `\\`; other backslashes stay as they are.
+/// Decodes `\xHH` and `\\`; other backslashes stay as they are (the
+/// inverse of [`crate::path::escape`]).
 pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -502,24 +503,6 @@ pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
         i += 1;
     }
     Ok(out)
-}
-
-/// The inverse of [`unescape`], for bytes that are not UTF-8.
-pub fn escape(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c == '\\' {
-                out.push_str("\\\\");
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
 }
 
 impl<'de> Deserialize<'de> for PathText {
