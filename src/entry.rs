@@ -70,8 +70,14 @@ impl Source {
     /// The source as `meta` (a stat of `path`, following a symlink)
     /// describes it.
     pub fn from_metadata(path: PathBuf, meta: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
         let nofollow = std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink());
+        Source::new(path, meta, nofollow)
+    }
+
+    /// The source as `meta` describes it; `nofollow`: `path` itself is not
+    /// a symlink (the caller's lstat said so).
+    pub fn new(path: PathBuf, meta: &std::fs::Metadata, nofollow: bool) -> Self {
+        use std::os::unix::fs::MetadataExt;
         Source {
             path,
             size: meta.len(),

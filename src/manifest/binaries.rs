@@ -82,14 +82,14 @@ pub(super) fn add_all(
         let dest = path.as_os_str().as_bytes().to_vec();
         let b = match item {
             Item::File { source } => {
-                let meta = std::fs::metadata(source).map_err(|e| {
+                let st = crate::resolve::stat(source).map_err(|e| {
                     Error::at(origin.clone(), format!("`{}`: {e}", source.display()))
                 })?;
                 Added {
                     dest,
-                    mode: modes.of(None, &meta),
+                    mode: modes.of(None, &st.meta),
                     kind: Kind::File {
-                        source: crate::resolve::file_source(source, &meta, origin)?,
+                        source: crate::resolve::file_source(source, &st, origin)?,
                         links: vec![],
                     },
                     origin: origin.clone(),

@@ -170,15 +170,17 @@ impl Lowerer<'_> {
         self.file_modes.of(own, meta)
     }
 
-    /// An item for one filesystem object met by a tree or glob.
+    /// An item for one filesystem object met by a tree or glob; `entry`'s
+    /// metadata is an lstat, except for a tree's root given as a symlink.
     fn walked(
         &self,
-        host: &Path,
+        entry: &walkdir::DirEntry,
         meta: &std::fs::Metadata,
         dest: Vec<u8>,
         origin: &Origin,
         align: AlignHint,
     ) -> Result<Item> {
+        let host = entry.path();
         let ft = meta.file_type();
         let (kind, mode, claim) = if ft.is_dir() {
             (Kind::Dir, meta.mode() & 0o7777, Claim::Implied)
@@ -197,7 +199,11 @@ impl Lowerer<'_> {
                 Claim::Declared,
             )
         } else if ft.is_file() {
-            let source = crate::resolve::file_source(host, meta, origin)?;
+            let st = crate::resolve::Stat {
+                meta: meta.clone(),
+                nofollow: !entry.path_is_symlink(),
+            };
+            let source = crate::resolve::file_source(host, &st, origin)?;
             (
                 Kind::File {
                     source,
@@ -328,8 +334,8 @@ impl Lowerer<'_> {
                         None => src.clone(),
                     };
                     let host = self.source(doc, &src, r.src.pos)?;
-                    let meta = match std::fs::metadata(&host) {
-                        Ok(m) => m,
+                    let st = match crate::resolve::stat(&host) {
+                        Ok(st) => st,
                         Err(_) if r.optional => continue,
                         Err(e) => {
                             return Err(Error::at(
@@ -342,7 +348,7 @@ impl Lowerer<'_> {
                             )))
                         }
                     };
-                    if !meta.is_file() {
+                    if !st.meta.is_file() {
                         return Err(Error::at(
                             doc.origin(r.src.pos),
                             format!("source `{}` is not a regular file", escape(&src)),
@@ -351,12 +357,12 @@ impl Lowerer<'_> {
                     }
                     let dst_at = r.dst.as_ref().map_or(r.src.pos, |d| d.pos);
                     let dest = normalise(&dst, &doc.origin(dst_at))?;
-                    let source = crate::resolve::file_source(&host, &meta, &origin)?;
+                    let source = crate::resolve::file_source(&host, &st, &origin)?;
                     let kind = Kind::File {
                         source,
                         links: vec![],
                     };
-                    let mode = self.file_mode(r.mode, &meta);
+                    let mode = self.file_mode(r.mode, &st.meta);
                     let mut item = Item::declared(dest, kind, mode, (r.uid, r.gid), origin);
                     item.align = align_hint(r.align);
                     self.push(item);
@@ -531,7 +537,7 @@ impl Lowerer<'_> {
                 }
                 seen_inodes.insert(key, dest.clone());
             }
-            let item = self.walked(entry.path(), &meta, dest, &origin, align)?;
+            let item = self.walked(&entry, &meta, dest, &origin, align)?;
             self.push(item);
         }
         Ok(())
@@ -610,8 +616,7 @@ impl Lowerer<'_> {
                         None => normalise(inside.as_os_str().as_bytes(), &origin)?,
                     };
                     matched += 1;
-                    let item =
-                        self.walked(entry.path(), &meta, dest, &origin, align_hint(r.align))?;
+                    let item = self.walked(&entry, &meta, dest, &origin, align_hint(r.align))?;
                     self.push(item);
                 }
             }

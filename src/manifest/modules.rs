@@ -233,7 +233,7 @@ fn file_item(
     dest: String,
     origin: &Origin,
 ) -> Result<std::fs::Metadata> {
-    let meta = std::fs::metadata(host).map_err(|e| {
+    let st = crate::resolve::stat(host).map_err(|e| {
         Error::at(
             origin.clone(),
             format!("cannot read `{}`: {e}", host.display()),
@@ -242,13 +242,13 @@ fn file_item(
     out.push(Added {
         dest: dest.into_bytes(),
         kind: Kind::File {
-            source: crate::resolve::file_source(host, &meta, origin)?,
+            source: crate::resolve::file_source(host, &st, origin)?,
             links: Vec::new(),
         },
-        mode: modes.of(None, &meta),
+        mode: modes.of(None, &st.meta),
         origin: origin.clone(),
     });
-    Ok(meta)
+    Ok(st.meta)
 }
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {

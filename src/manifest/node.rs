@@ -58,18 +58,63 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Byte offset to line and column (columns count characters).
+/// Byte offset to line and column (columns count characters), for one
+/// offset; [`Lines`] answers many.
 pub fn pos_of(text: &str, offset: usize) -> Pos {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
+    Lines::new(text).pos(offset)
+}
+
+/// Where each line of a text starts, so that turning an offset into a
+/// line and column costs a binary search and the length of that line, not
+/// a scan from the top (which made loading a manifest quadratic). The
+/// last answer is kept, so that increasing offsets on one long line (a
+/// manifest written as one line of inline tables) count each character
+/// once.
+pub struct Lines<'t> {
+    text: &'t str,
+    starts: Vec<usize>,
+    /// The last offset asked for and its position.
+    last: std::cell::Cell<(usize, Pos)>,
+}
+
+impl<'t> Lines<'t> {
+    pub fn new(text: &'t str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        Lines {
+            text,
+            starts,
+            last: std::cell::Cell::new((0, Pos { line: 1, column: 1 })),
+        }
     }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() as u32 + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Pos {
-        line,
-        column: before[line_start..].chars().count() as u32 + 1,
+
+    pub fn pos(&self, offset: usize) -> Pos {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        // The last line start at or before the offset.
+        let line = self.starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.starts[line];
+        let (last_offset, last_pos) = self.last.get();
+        let pos = if last_pos.line == line as u32 + 1 && last_offset <= offset {
+            Pos {
+                line: last_pos.line,
+                column: last_pos.column + self.text[last_offset..offset].chars().count() as u32,
+            }
+        } else {
+            Pos {
+                line: line as u32 + 1,
+                column: self.text[start..offset].chars().count() as u32 + 1,
+            }
+        };
+        self.last.set((offset, pos));
+        pos
     }
 }
 
@@ -83,27 +128,28 @@ pub mod toml_doc {
             message: e.message().trim_end().to_string(),
         })?;
         let span = table.span();
-        Ok(convert_table(text, table.into_inner(), span.start))
+        let lines = Lines::new(text);
+        Ok(convert_table(&lines, table.into_inner(), span.start))
     }
 
-    fn convert_table(text: &str, table: DeTable<'_>, start: usize) -> Node {
+    fn convert_table(lines: &Lines, table: DeTable<'_>, start: usize) -> Node {
         let mut entries = Vec::new();
         for (k, v) in table {
             let key = Node {
-                pos: pos_of(text, k.span().start),
+                pos: lines.pos(k.span().start),
                 value: Value::Str(k.into_inner().into_owned()),
             };
-            entries.push((key, convert(text, v)));
+            entries.push((key, convert(lines, v)));
         }
         Node {
-            pos: pos_of(text, start),
+            pos: lines.pos(start),
             value: Value::Map(entries),
         }
     }
 
-    fn convert(text: &str, v: toml::Spanned<DeValue<'_>>) -> Node {
+    fn convert(lines: &Lines, v: toml::Spanned<DeValue<'_>>) -> Node {
         let span = v.span();
-        let pos = pos_of(text, span.start);
+        let pos = lines.pos(span.start);
         let value = match v.into_inner() {
             DeValue::String(s) => Value::Str(s.into_owned()),
             DeValue::Integer(i) => {
@@ -127,9 +173,9 @@ pub mod toml_doc {
             DeValue::Boolean(b) => Value::Bool(b),
             DeValue::Datetime(d) => Value::Str(d.to_string()),
             DeValue::Array(items) => {
-                Value::Seq(items.into_iter().map(|i| convert(text, i)).collect())
+                Value::Seq(items.into_iter().map(|i| convert(lines, i)).collect())
             }
-            DeValue::Table(t) => return convert_table(text, t, span.start),
+            DeValue::Table(t) => return convert_table(lines, t, span.start),
         };
         Node { pos, value }
     }
@@ -389,6 +435,31 @@ mod tests {
                 })
                 .collect(),
             _ => panic!("not a map"),
+        }
+    }
+
+    #[test]
+    fn line_index_agrees_with_counting() {
+        let text = "ab\n\nçd\ne";
+        let lines = Lines::new(text);
+        for offset in 0..=text.len() + 2 {
+            let o = offset.min(text.len());
+            let mut o2 = o;
+            while !text.is_char_boundary(o2) {
+                o2 -= 1;
+            }
+            let before = &text[..o2];
+            let line = before.matches('\n').count() as u32 + 1;
+            let start = before.rfind('\n').map_or(0, |i| i + 1);
+            let want = Pos {
+                line,
+                column: before[start..].chars().count() as u32 + 1,
+            };
+            assert_eq!(lines.pos(offset), want, "offset {offset}");
+            assert_eq!(Lines::new(text).pos(offset), want, "offset {offset}");
+        }
+        for offset in (0..text.len()).rev() {
+            assert_eq!(lines.pos(offset), pos_of(text, offset), "offset {offset}");
         }
     }
 

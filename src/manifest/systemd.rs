@@ -100,8 +100,10 @@ fn take(root: &Root, inside: &str, origin: &Origin, out: &mut Vec<Added>) -> Res
         Kind::File {
             source: crate::resolve::file_source(
                 &host,
-                &std::fs::metadata(&host)
-                    .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?,
+                &crate::resolve::Stat {
+                    meta: meta.clone(),
+                    nofollow: true,
+                },
                 origin,
             )?,
             links: Vec::new(),

@@ -19,6 +19,29 @@ use crate::error::{Error, Result};
 /// The largest file a newc header can describe (its size field is 32 bits).
 pub const MAX_FILE_SIZE: u64 = u32::MAX as u64;
 
+/// A source's metadata as the writer will see it, and whether the path
+/// itself is a symlink: one lstat, and a stat through the link only for a
+/// symlink.
+pub struct Stat {
+    pub meta: std::fs::Metadata,
+    /// The path is not a symlink (the writer opens it with O_NOFOLLOW).
+    pub nofollow: bool,
+}
+
+pub fn stat(path: &Path) -> std::io::Result<Stat> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return Ok(Stat {
+            meta: std::fs::metadata(path)?,
+            nofollow: false,
+        });
+    }
+    Ok(Stat {
+        meta,
+        nofollow: true,
+    })
+}
+
 /// Opens and stats every file source. `compat` accepts any non-directory
 /// that opens, as gen_init_cpio does; otherwise a source must be a regular
 /// file.
@@ -29,8 +52,8 @@ pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
         };
         let shown = source.path.display().to_string();
         // stat, not open: the writer opens each file once, when it copies it.
-        let opened = std::fs::metadata(&source.path);
-        let meta = match opened {
+        let opened = stat(&source.path);
+        let st = match opened {
             Ok(m) => m,
             Err(err) => {
                 let (what, hint) = match err.kind() {
@@ -49,7 +72,7 @@ pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
                 );
             }
         };
-        if meta.is_dir() {
+        if st.meta.is_dir() {
             return Err(Error::at(
                 e.origin.clone(),
                 format!("source `{shown}` is a directory, not a file"),
@@ -58,21 +81,22 @@ pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
                 "use a `dir` line for directories (a manifest `tree` copies their content)",
             ));
         }
-        if !compat && !meta.is_file() {
+        if !compat && !st.meta.is_file() {
             return Err(Error::at(
                 e.origin.clone(),
                 format!("source `{shown}` is not a regular file"),
             )
             .with_hint("use `nod`, `pipe` or `sock` lines for special files"));
         }
-        *source = file_source(&source.path, &meta, &e.origin)?;
+        *source = file_source(&source.path, &st, &e.origin)?;
     }
     Ok(())
 }
 
 /// The source of a regular file as stat found it; a file too large for a
 /// newc header is an error at `origin`.
-pub fn file_source(path: &Path, meta: &std::fs::Metadata, origin: &Origin) -> Result<Source> {
+pub fn file_source(path: &Path, stat: &Stat, origin: &Origin) -> Result<Source> {
+    let meta = &stat.meta;
     if meta.len() > MAX_FILE_SIZE {
         return Err(Error::at(
             origin.clone(),
@@ -84,5 +108,5 @@ pub fn file_source(path: &Path, meta: &std::fs::Metadata, origin: &Origin) -> Re
         )
         .with_hint("leave it out of the initramfs, or split it"));
     }
-    Ok(Source::from_metadata(path.to_path_buf(), meta))
+    Ok(Source::new(path.to_path_buf(), meta, stat.nofollow))
 }

@@ -12,7 +12,7 @@
 //! directories up thousands of times.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -72,8 +72,11 @@ pub type WalkResult = Result<Rc<Walk>, WalkError>;
 /// A root directory with lookup caches.
 pub struct Sysroot {
     root: PathBuf,
-    nodes: HashMap<PathBuf, Node>,
-    walks: HashMap<PathBuf, WalkResult>,
+    // Keyed by the path's bytes: hashing a Path goes component by
+    // component, several times slower, and the keys are canonical paths
+    // or the caller's spelling, where a miss only costs a lookup.
+    nodes: HashMap<OsString, Node>,
+    walks: HashMap<OsString, WalkResult>,
 }
 
 impl Sysroot {
@@ -96,7 +99,7 @@ impl Sysroot {
 
     /// lstat of a canonical in-root path (cached).
     pub fn node(&mut self, real: &Path) -> Node {
-        if let Some(n) = self.nodes.get(real) {
+        if let Some(n) = self.nodes.get(real.as_os_str()) {
             return n.clone();
         }
         let host = self.host(real);
@@ -125,29 +128,77 @@ impl Sysroot {
                 }
             }
         };
-        self.nodes.insert(real.to_path_buf(), node.clone());
+        self.nodes.insert(real.as_os_str().to_owned(), node.clone());
         node
     }
 
     /// Looks `path` up inside the root, following every symlink (also the
     /// last component). A relative `path` is taken from the root.
+    ///
+    /// A lookup starts from the walk of the nearest ancestor already
+    /// looked up and caches each step, so the files of one directory cost
+    /// one lstat and one hash of their own path each, not a hash of every
+    /// prefix (which made long trees of deep paths slow).
     pub fn walk(&mut self, path: &Path) -> WalkResult {
-        if let Some(w) = self.walks.get(path) {
+        if let Some(w) = self.walks.get(path.as_os_str()) {
             return w.clone();
         }
-        let result = self.walk_uncached(path).map(Rc::new);
-        self.walks.insert(path.to_path_buf(), result.clone());
+        // Ancestors not walked yet, the path first.
+        let mut pending = vec![path];
+        let mut base = None;
+        let mut cur = path;
+        while let (Some(parent), Some(_)) = (cur.parent(), cur.file_name()) {
+            if let Some(w) = self.walks.get(parent.as_os_str()) {
+                base = Some(w.clone());
+                break;
+            }
+            pending.push(parent);
+            cur = parent;
+        }
+        let mut result = match base {
+            Some(w) => w,
+            None => {
+                // The root itself, or a path ending in `..`: from the start.
+                let top = pending.pop().unwrap_or(path);
+                let r = self.walk_uncached(top).map(Rc::new);
+                self.walks.insert(top.as_os_str().to_owned(), r.clone());
+                r
+            }
+        };
+        while let Some(p) = pending.pop() {
+            result = match (&result, p.file_name()) {
+                (Ok(w), Some(name)) => {
+                    let todo = vec![name.as_bytes().to_vec()];
+                    self.walk_from((**w).clone(), todo).map(Rc::new)
+                }
+                (Ok(_), None) => self.walk_uncached(p).map(Rc::new),
+                (Err(e), _) => Err(e.clone()),
+            };
+            self.walks.insert(p.as_os_str().to_owned(), result.clone());
+        }
         result
     }
 
     fn walk_uncached(&mut self, path: &Path) -> Result<Walk, WalkError> {
-        // Components still to look at, last first.
         let mut todo: Vec<Vec<u8>> = Vec::new();
         push_components(&mut todo, path);
-        let mut real = PathBuf::from("/");
-        let mut node = Node::Dir;
-        let mut links = Vec::new();
-        let mut followed = 0;
+        let start = Walk {
+            real: PathBuf::from("/"),
+            links: Vec::new(),
+            node: Node::Dir,
+        };
+        self.walk_from(start, todo)
+    }
+
+    /// Goes on from a finished walk through `todo` (components still to
+    /// look at, last first).
+    fn walk_from(&mut self, start: Walk, mut todo: Vec<Vec<u8>>) -> Result<Walk, WalkError> {
+        let Walk {
+            mut real,
+            mut links,
+            mut node,
+        } = start;
+        let mut followed = links.len();
         while let Some(c) = todo.pop() {
             if node != Node::Dir {
                 return Err(WalkError::NotDir);
