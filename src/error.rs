@@ -110,6 +110,10 @@ impl Error {
 pub struct Warning {
     pub origin: Option<Origin>,
     pub message: String,
+    /// For a warning that stands for many of one kind ("207 modules ask
+    /// for firmware ..."): the warning each of them would be on its own,
+    /// shown instead of the summary with `-v`.
+    pub details: Vec<String>,
 }
 
 impl fmt::Display for Warning {

@@ -25,6 +25,7 @@ pub mod path;
 pub mod pipeline;
 pub mod plan;
 pub mod policy;
+pub mod progress;
 pub mod resolve;
 pub mod spec;
 pub mod suggest;

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::entry::{Entry, Kind};
+use crate::entry::{Entry, Kind, Origin};
 use crate::error::{Error, Result};
 use crate::resolve::kmod;
 use crate::spec::ImageSpec;
@@ -38,121 +38,231 @@ fn module_of(name: &str) -> Option<String> {
     kmod::is_module_file(base).then(|| kmod::modname(base))
 }
 
+/// One entry that matches the target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// The image path, without the leading `/`.
+    pub path: String,
+    /// File data in bytes (0 for anything but a file).
+    pub size: u64,
+    /// The manifest line that brought it in.
+    pub origin: Origin,
+    /// The rule, or chain of rules, that brought it in.
+    pub rule: Option<String>,
+}
+
+/// A module of the image with the firmware it brought in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleSize {
+    pub name: String,
+    pub module_bytes: u64,
+    pub firmware_bytes: u64,
+    pub firmware_files: usize,
+    /// The chain of rules that took the module.
+    pub why: String,
+}
+
+/// What `why` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Explanation {
+    /// The entries a target matches, and for a binary's file every chain
+    /// of loads that brought it in.
+    Target {
+        target: String,
+        hits: Vec<Hit>,
+        chains: Vec<String>,
+    },
+    /// No target: the modules and firmware, largest first.
+    Modules(Vec<ModuleSize>),
+}
+
 /// With a target (an image path, a module name or a firmware name), why
 /// each matching entry is in the image, with every chain of loads that
 /// brought a binary's file in; without one, the modules and firmware of
 /// the image by size.
-pub fn explain(spec: &ImageSpec, target: Option<&str>) -> Result<String> {
+pub fn explain(spec: &ImageSpec, target: Option<&str>) -> Result<Explanation> {
     let entries: Vec<&Entry> = spec.entries().collect();
-    let mut out = entries_why(&entries, target)?;
-    if let (Some(t), Some(res)) = (target, &spec.elf) {
+    let Some(t) = target else {
+        return Ok(Explanation::Modules(modules_by_size(&entries)));
+    };
+    let hits = hits(&entries, t)?;
+    let mut chains = Vec::new();
+    if let Some(res) = &spec.elf {
         let path = std::path::Path::new("/").join(t.trim_start_matches('/'));
         for chain in res.why(&path) {
-            out.push_str("  ");
-            out.push_str(&res.render_chain(&chain));
-            out.push('\n');
+            chains.push(res.render_chain(&chain));
         }
     }
-    Ok(out)
+    Ok(Explanation::Target {
+        target: t.to_string(),
+        hits,
+        chains,
+    })
 }
 
-fn entries_why(entries: &[&Entry], target: Option<&str>) -> Result<String> {
-    let mut out = String::new();
-    match target {
-        Some(t) => {
-            let path = t.trim_start_matches('/');
-            let modname = kmod::normalize_modname(path.rsplit('/').next().unwrap_or(path));
-            let mut hits = 0;
-            for e in entries {
-                let name = e.name.to_string();
-                let is_module =
-                    module_of(&name).is_some_and(|m| m == modname && !path.contains('/'));
-                let is_fw = name.contains("lib/firmware/")
-                    && (name.ends_with(&format!("/{path}"))
-                        || [".zst", ".xz"]
-                            .iter()
-                            .any(|s| name.ends_with(&format!("/{path}{s}"))));
-                if name != path && !is_module && !is_fw {
-                    continue;
+impl Explanation {
+    /// The explanation as `composer why` prints it.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        match self {
+            Explanation::Target { hits, chains, .. } => {
+                for h in hits {
+                    let _ = writeln!(out, "/{} ({})", h.path, human(h.size));
+                    let _ = writeln!(out, "  {}", h.origin);
+                    if let Some(rule) = &h.rule {
+                        let _ = writeln!(out, "  {rule}");
+                    }
                 }
-                hits += 1;
-                let _ = writeln!(out, "/{name} ({})", human(size_of(e)));
-                let _ = writeln!(out, "  {}", e.origin);
-                if let Some(rule) = &e.origin.rule {
-                    let _ = writeln!(out, "  {rule}");
+                for c in chains {
+                    let _ = writeln!(out, "  {c}");
                 }
             }
-            if hits == 0 {
-                return Err(
-                    Error::usage(format!("nothing in the image matches `{t}`")).with_hint(
-                        "give an image path (/lib/modules/...), a module name or a firmware name",
-                    ),
-                );
-            }
-        }
-        None => {
-            // module name -> (module bytes, firmware bytes, firmware files)
-            let mut report: Vec<(String, u64, u64, usize, String)> = Vec::new();
-            let mut at: HashMap<String, usize> = HashMap::new();
-            for e in entries {
-                let name = e.name.to_string();
-                if let Some(m) = module_of(&name) {
-                    at.insert(m.clone(), report.len());
-                    let chain = e.origin.rule.as_deref().unwrap_or("").to_string();
-                    report.push((m, size_of(e), 0, 0, chain));
-                }
-            }
-            for e in entries {
-                let name = e.name.to_string();
-                if !name.contains("lib/firmware/") || !matches!(e.kind, Kind::File { .. }) {
-                    continue;
-                }
-                let Some(rule) = e.origin.rule.as_deref() else {
-                    continue;
-                };
-                let mut parts: Vec<&str> = rule.split(" -> ").collect();
-                if parts.last().is_some_and(|p| p.starts_with("firmware ")) {
-                    parts.pop();
-                }
-                let owner = parts
-                    .last()
-                    .and_then(|p| p.split_whitespace().next())
-                    .unwrap_or("");
-                if let Some(&i) = at.get(owner) {
-                    report[i].2 += size_of(e);
-                    report[i].3 += 1;
-                }
-            }
-            report.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then_with(|| a.0.cmp(&b.0)));
-            let (mods, fw): (u64, u64) = report.iter().fold((0, 0), |(m, f), r| (m + r.1, f + r.2));
-            let _ = writeln!(
-                out,
-                "{} modules ({}) and {} firmware files ({}), largest first:",
-                report.len(),
-                human(mods),
-                report.iter().map(|r| r.3).sum::<usize>(),
-                human(fw)
-            );
-            let _ = writeln!(
-                out,
-                "{:>10} {:>10} {:>10}  module  (why)",
-                "total", "module", "firmware"
-            );
-            for (name, m, f, n, chain) in &report {
-                let fwn = if *n > 0 {
-                    format!(" +{n} fw")
-                } else {
-                    String::new()
-                };
+            Explanation::Modules(report) => {
+                let mods: u64 = report.iter().map(|r| r.module_bytes).sum();
+                let fw: u64 = report.iter().map(|r| r.firmware_bytes).sum();
                 let _ = writeln!(
                     out,
-                    "{:>10} {:>10} {:>10}  {name}{fwn}  ({chain})",
-                    human(m + f),
-                    human(*m),
-                    human(*f)
+                    "{} modules ({}) and {} firmware files ({}), largest first:",
+                    report.len(),
+                    human(mods),
+                    report.iter().map(|r| r.firmware_files).sum::<usize>(),
+                    human(fw)
                 );
+                let _ = writeln!(
+                    out,
+                    "{:>10} {:>10} {:>10}  module  (why)",
+                    "total", "module", "firmware"
+                );
+                for r in report {
+                    let fwn = if r.firmware_files > 0 {
+                        format!(" +{} fw", r.firmware_files)
+                    } else {
+                        String::new()
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{:>10} {:>10} {:>10}  {}{fwn}  ({})",
+                        human(r.module_bytes + r.firmware_bytes),
+                        human(r.module_bytes),
+                        human(r.firmware_bytes),
+                        r.name,
+                        r.why
+                    );
+                }
             }
         }
+        out
     }
-    Ok(out)
+
+    /// The explanation as JSON: with a target `{target, entries: [{path,
+    /// size, origin: {file, line, column}, rule}], chains: [...]}`, without
+    /// one `{modules: [{name, module_bytes, firmware_bytes,
+    /// firmware_files, why}]}` (largest first).
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Explanation::Target {
+                target,
+                hits,
+                chains,
+            } => serde_json::json!({
+                "target": target,
+                "entries": hits.iter().map(|h| serde_json::json!({
+                    "path": format!("/{}", h.path),
+                    "size": h.size,
+                    "origin": {
+                        "file": &*h.origin.file,
+                        "line": h.origin.line,
+                        "column": h.origin.column,
+                    },
+                    "rule": h.rule,
+                })).collect::<Vec<_>>(),
+                "chains": chains,
+            }),
+            Explanation::Modules(report) => serde_json::json!({
+                "modules": report.iter().map(|r| serde_json::json!({
+                    "name": r.name,
+                    "module_bytes": r.module_bytes,
+                    "firmware_bytes": r.firmware_bytes,
+                    "firmware_files": r.firmware_files,
+                    "why": r.why,
+                })).collect::<Vec<_>>(),
+            }),
+        }
+    }
+}
+
+fn hits(entries: &[&Entry], t: &str) -> Result<Vec<Hit>> {
+    let path = t.trim_start_matches('/');
+    let modname = kmod::normalize_modname(path.rsplit('/').next().unwrap_or(path));
+    let mut hits = Vec::new();
+    for e in entries {
+        let name = e.name.to_string();
+        let is_module = module_of(&name).is_some_and(|m| m == modname && !path.contains('/'));
+        let is_fw = name.contains("lib/firmware/")
+            && (name.ends_with(&format!("/{path}"))
+                || [".zst", ".xz"]
+                    .iter()
+                    .any(|s| name.ends_with(&format!("/{path}{s}"))));
+        if name != path && !is_module && !is_fw {
+            continue;
+        }
+        let mut origin = e.origin.clone();
+        let rule = origin.rule.take().map(|r| r.to_string());
+        hits.push(Hit {
+            size: size_of(e),
+            path: name,
+            origin,
+            rule,
+        });
+    }
+    if hits.is_empty() {
+        return Err(Error::usage(format!("nothing in the image matches `{t}`"))
+            .with_hint("give an image path (/lib/modules/...), a module name or a firmware name"));
+    }
+    Ok(hits)
+}
+
+fn modules_by_size(entries: &[&Entry]) -> Vec<ModuleSize> {
+    let mut report: Vec<ModuleSize> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for e in entries {
+        let name = e.name.to_string();
+        if let Some(m) = module_of(&name) {
+            at.insert(m.clone(), report.len());
+            report.push(ModuleSize {
+                name: m,
+                module_bytes: size_of(e),
+                firmware_bytes: 0,
+                firmware_files: 0,
+                why: e.origin.rule.as_deref().unwrap_or("").to_string(),
+            });
+        }
+    }
+    for e in entries {
+        let name = e.name.to_string();
+        if !name.contains("lib/firmware/") || !matches!(e.kind, Kind::File { .. }) {
+            continue;
+        }
+        let Some(rule) = e.origin.rule.as_deref() else {
+            continue;
+        };
+        let mut parts: Vec<&str> = rule.split(" -> ").collect();
+        if parts.last().is_some_and(|p| p.starts_with("firmware ")) {
+            parts.pop();
+        }
+        let owner = parts
+            .last()
+            .and_then(|p| p.split_whitespace().next())
+            .unwrap_or("");
+        if let Some(&i) = at.get(owner) {
+            report[i].firmware_bytes += size_of(e);
+            report[i].firmware_files += 1;
+        }
+    }
+    report.sort_by(|a, b| {
+        (b.module_bytes + b.firmware_bytes)
+            .cmp(&(a.module_bytes + a.firmware_bytes))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    report
 }

@@ -298,6 +298,27 @@ fn build_ends_with_a_summary_line_and_q_keeps_it_quiet() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // -v: how the data moved, before the summary.
+    let o = support::run_ok(
+        support::composer()
+            .args(["-v", "build", "--no-sync", "--list"])
+            .arg(&l)
+            .arg("-o")
+            .arg(&out),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("composer: note: file data: "),
+        "{stderr}"
+    );
+    // The one file of 5 bytes goes through memory (too small to share).
+    assert!(
+        lines[0].contains(" 5 bytes copied through memory"),
+        "{stderr}"
+    );
+    assert!(lines[1].starts_with(&want), "{stderr}");
     // gen-init-cpio stays as silent as the kernel's tool.
     let o = support::run_ok(
         support::composer()
@@ -456,4 +477,73 @@ fn check_and_deps_speak_json() {
         .collect();
     assert_eq!(paths, lines, "JSON and text name the same files");
     assert!(paths.iter().any(|p| p.contains("libc.so")), "{paths:?}");
+}
+
+/// On a terminal a build that takes a while draws a progress bar on
+/// standard error (cleared before the summary); with `-q`, or when standard
+/// error is not a terminal, nothing but the summary.
+#[test]
+fn a_progress_bar_only_on_a_terminal() {
+    let Some(script) = support::require_tool("script", "bsdutils") else {
+        return;
+    };
+    let dir = Scratch::new("progress");
+    // Random bytes, so that gzip has work to do for a while.
+    let mut data = vec![0u8; 2 << 20];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for b in data.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    fs::write(dir.join("blob"), &data).unwrap();
+    let m = dir.join("p.toml");
+    fs::write(
+        &m,
+        "[[file]]\nsrc = \"blob\"\ndst = \"/blob\"\n\n[[segment]]\nname = \"main\"\ncompression = \"gzip\"\nlevel = 9\n",
+    )
+    .unwrap();
+    let out = dir.join("p.img");
+    let bin = support::composer_bin();
+    let on_tty = |quiet: &str| {
+        let o = support::run(
+            Command::new(&script)
+                .args(["-q", "-e", "-c"])
+                .arg(format!(
+                    "{} {quiet} build --no-sync {} -o {}",
+                    bin.display(),
+                    m.display(),
+                    out.display()
+                ))
+                .arg("/dev/null")
+                .env("COMPOSER_PROGRESS_DELAY_MS", "0")
+                .stdin(std::process::Stdio::null()),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let text = on_tty("");
+    assert!(text.contains("composer: writing"), "no bar: {text:?}");
+    assert!(text.contains("/2.00 MiB"), "no byte count: {text:?}");
+    // The summary comes last, after the bar was cleared.
+    let last = text.rsplit("\x1b[2K").next().unwrap();
+    assert!(
+        last.trim_start().starts_with("composer: wrote "),
+        "{text:?}"
+    );
+    let text = on_tty("-q");
+    assert!(!text.contains("composer:"), "-q: {text:?}");
+    // Not a terminal: the summary line only, even with no delay.
+    let o = support::run_ok(
+        support::composer()
+            .env("COMPOSER_PROGRESS_DELAY_MS", "0")
+            .args(["build", "--no-sync"])
+            .arg(&m)
+            .arg("-o")
+            .arg(&out),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("composer: wrote "), "{stderr}");
 }

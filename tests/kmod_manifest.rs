@@ -331,3 +331,158 @@ fn firmware_is_found_filtered_and_reported() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("lib/firmware"));
 }
+
+/// Four modules without their firmware are one warning with a count; `-v`
+/// gives each module its own line, naming its files. `why --json` gives the
+/// same facts as its text.
+#[test]
+fn missing_firmware_is_one_line_unless_verbose() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let dir = support::Scratch::new("kmod-firmware-grouped");
+    let root = small_tree(
+        &kernel,
+        &dir.join("root"),
+        &[
+            ("kernel/drivers/net/ethernet/intel/e100.ko", ""),
+            ("kernel/drivers/net/ethernet/broadcom/tg3.ko", ""),
+            ("kernel/drivers/net/ethernet/broadcom/bnx2.ko", ""),
+            ("kernel/drivers/net/ethernet/realtek/r8169.ko", ""),
+            ("kernel/drivers/net/mii.ko", ""),
+            ("kernel/drivers/net/phy/libphy.ko", ""),
+            ("kernel/drivers/net/phy/mdio_devres.ko", ""),
+        ],
+    );
+    let m = dir.join("nics.toml");
+    std::fs::write(
+        &m,
+        format!(
+            "root = \"{}\"\n[[module]]\npatterns = [\"kernel/drivers/net/ethernet/**\"]\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let check = |verbose: bool| {
+        let mut cmd = support::composer();
+        if verbose {
+            cmd.arg("-v");
+        }
+        let o = support::run_ok(cmd.arg("check").arg(&m).args(["--kver", &kernel.version]));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let quiet = check(false);
+    let fw_lines: Vec<&str> = quiet.lines().filter(|l| l.contains("firmware")).collect();
+    assert_eq!(fw_lines.len(), 1, "{quiet}");
+    assert!(
+        fw_lines[0].contains("nics.toml:3:13: 4 modules ask for firmware not found"),
+        "{quiet}"
+    );
+    let verbose = check(true);
+    let fw_lines: Vec<&str> = verbose.lines().filter(|l| l.contains("firmware")).collect();
+    assert_eq!(fw_lines.len(), 4, "{verbose}");
+    for (module, file) in [
+        ("e100", "e100/d10"),
+        ("tg3", "tigon/tg3"),
+        ("bnx2", "bnx2/bnx2-"),
+        ("r8169", "rtl_nic/rtl8"),
+    ] {
+        assert!(
+            fw_lines
+                .iter()
+                .any(|l| l.contains("nics.toml:3:13: module `")
+                    && l.contains(&format!("`{module}` asks for firmware"))
+                    && l.contains(file)),
+            "{module}: {verbose}"
+        );
+    }
+    let o = support::run(
+        support::composer()
+            .args(["-q", "-v", "check"])
+            .arg(&m)
+            .args(["--kver", &kernel.version]),
+    );
+    assert_eq!(o.status.code(), Some(2), "-q and -v conflict");
+
+    // why --json: the same modules and sizes as the text, and a target's line.
+    let text = support::run_ok(
+        support::composer()
+            .arg("why")
+            .arg(&m)
+            .args(["--kver", &kernel.version]),
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    let json = support::run_ok(
+        support::composer()
+            .args(["why", "--json"])
+            .arg(&m)
+            .args(["--kver", &kernel.version]),
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let modules = doc["modules"].as_array().unwrap();
+    let names: Vec<&str> = modules
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "e100",
+        "tg3",
+        "bnx2",
+        "r8169",
+        "mii",
+        "libphy",
+        "mdio_devres",
+    ] {
+        assert!(names.contains(&want), "{want}: {names:?}");
+    }
+    assert!(
+        text.starts_with(&format!("{} modules (", names.len())),
+        "{text}"
+    );
+    let sizes: Vec<u64> = modules
+        .iter()
+        .map(|m| m["module_bytes"].as_u64().unwrap() + m["firmware_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(
+        sizes.windows(2).all(|w| w[0] >= w[1]),
+        "largest first: {sizes:?}"
+    );
+    let tg3 = modules.iter().find(|m| m["name"] == "tg3").unwrap();
+    let on_disk = std::fs::metadata(
+        root.join("lib/modules")
+            .join(&kernel.version)
+            .join("kernel/drivers/net/ethernet/broadcom/tg3.ko"),
+    )
+    .unwrap()
+    .len();
+    assert_eq!(tg3["module_bytes"].as_u64(), Some(on_disk));
+    let json = support::run_ok(
+        support::composer()
+            .args(["why", "--json"])
+            .arg(&m)
+            .arg("libphy")
+            .args(["--kver", &kernel.version]),
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["target"], "libphy");
+    let entries = doc["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{doc}");
+    let e = &entries[0];
+    assert!(
+        e["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/kernel/drivers/net/phy/libphy.ko"),
+        "{doc}"
+    );
+    assert_eq!(
+        e["origin"]["file"].as_str().unwrap(),
+        m.display().to_string()
+    );
+    assert_eq!(
+        (e["origin"]["line"].as_u64(), e["origin"]["column"].as_u64()),
+        (Some(3), Some(13))
+    );
+    let rule = e["rule"].as_str().unwrap();
+    assert!(rule.contains("libphy"), "{doc}");
+}

@@ -77,6 +77,7 @@ pub fn manifest_and_options(
 
 pub fn exec(a: Args) -> Result<()> {
     let started = std::time::Instant::now();
+    let mut bar = super::progress::Bar::start();
     let env = Environment::current();
     let spec = match &a.input.list {
         Some(list) => {
@@ -95,8 +96,11 @@ pub fn exec(a: Args) -> Result<()> {
     let out = spec.output.clone().expect("a build has an output");
     let entries: usize = spec.segments.iter().map(|s| s.entries.len()).sum();
     let segments = spec.segments.len();
-    let report = pipeline::build(&spec, ui::archive_output(&out)?, !a.archive.no_sync)?;
+    let report = pipeline::build(&spec, ui::archive_output(&out)?, !a.archive.no_sync);
+    bar.stop();
+    let report = report?;
     ui::build_report(&report);
+    ui::build_details(&report);
     ui::build_summary(&out, &report, entries, segments, started.elapsed());
     Ok(())
 }

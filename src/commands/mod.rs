@@ -15,6 +15,7 @@ mod import_list;
 mod inspect;
 mod man;
 mod plan;
+mod progress;
 mod schema;
 mod ui;
 mod verify;
@@ -34,6 +35,11 @@ pub struct Cli {
     /// Print only errors: no warnings, notes or summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Say more: each of a group of like warnings on its own line ("N
+    /// modules ask for firmware" becomes one line per module), and how a
+    /// build moved its data.
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -83,6 +89,7 @@ pub enum Command {
 /// Runs a parsed command line.
 pub fn exec(cli: Cli) -> Result<()> {
     ui::set_quiet(cli.quiet);
+    ui::set_verbose(cli.verbose);
     match cli.command {
         Command::Build(a) => build::exec(a),
         Command::Check(a) => check::exec(a),

@@ -38,15 +38,38 @@ pub fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
+/// `-v`: groups of warnings are shown one by one.
+static VERBOSE: AtomicBool = AtomicBool::new(false);
+
+pub fn set_verbose(verbose: bool) {
+    VERBOSE.store(verbose, Ordering::Relaxed);
+}
+
+pub fn verbose() -> bool {
+    VERBOSE.load(Ordering::Relaxed)
+}
+
 pub fn warn(w: &impl std::fmt::Display) {
     if !quiet() {
         let _ = writeln!(std::io::stderr().lock(), "composer: warning: {w}");
     }
 }
 
+/// Each warning on a line; with `-v` a group is replaced by its members,
+/// each at the group's origin.
 pub fn warnings(ws: &[Warning]) {
     for w in ws {
-        warn(w);
+        if verbose() && !w.details.is_empty() {
+            for d in &w.details {
+                warn(&Warning {
+                    origin: w.origin.clone(),
+                    message: d.clone(),
+                    details: Vec::new(),
+                });
+            }
+        } else {
+            warn(w);
+        }
     }
 }
 
@@ -68,6 +91,18 @@ pub fn build_report(report: &BuildReport) {
             composer::path::escape(name)
         );
     }
+}
+
+/// With `-v`, how the data of the uncompressed segments was moved.
+pub fn build_details(report: &BuildReport) {
+    if !verbose() {
+        return;
+    }
+    let s = &report.stats;
+    note(&format!(
+        "file data: {} bytes by copy_file_range (shared with the sources where the filesystem can), {} bytes copied through memory, {} bytes of padding left as holes",
+        s.copy_file_range_bytes, s.buffered_bytes, s.hole_bytes
+    ));
 }
 
 /// The line that ends a build (unless `-q`): where, how big, how many

@@ -22,6 +22,11 @@ pub struct Args {
     pub args: Vec<String>,
     #[command(flatten)]
     pub vars: ManifestArgs,
+    /// Print JSON: with a target `{target, entries: [{path, size, origin:
+    /// {file, line, column}, rule}], chains: [...]}`, without one `{modules:
+    /// [{name, module_bytes, firmware_bytes, firmware_files, why}]}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn is_manifest(a: &str) -> bool {
@@ -37,6 +42,9 @@ pub fn exec(a: Args) -> Result<()> {
     };
     let spec = spec(Path::new(manifest), &a.vars)?;
     ui::warnings(&spec.warnings);
-    let text = composer::why::explain(&spec, target)?;
-    ui::print(&text)
+    let why = composer::why::explain(&spec, target)?;
+    if a.json {
+        return ui::print(&ui::json_text(&why.json()));
+    }
+    ui::print(&why.text())
 }

@@ -322,6 +322,7 @@ pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<Pars
                     "unknown file type `{}`; line skipped as gen_init_cpio does",
                     escape(&c[..type_end])
                 ),
+                details: Vec::new(),
             }),
         }
     }

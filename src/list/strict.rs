@@ -379,6 +379,7 @@ fn warn_missing_parents(parsed: &mut ParsedList) {
                             escape(parent),
                             escape(name)
                         ),
+                        details: Vec::new(),
                     });
                     // Say it once per directory.
                     dirs.insert(parent);

@@ -290,6 +290,7 @@ fn gather_early(
                      /usr/lib/firmware and /lib/firmware for intel-ucode and amd-ucode)",
                         root.path().display()
                     ),
+                    details: Vec::new(),
                 });
             }
         } else {
@@ -324,6 +325,7 @@ fn gather_early(
             warnings.push(Warning {
                 origin: Some(o.clone()),
                 message: format!("[early] acpi: no *.aml tables in `{}`", path.display()),
+                details: Vec::new(),
             });
         } else {
             for d in ["kernel/firmware", "kernel/firmware/acpi"] {

@@ -538,6 +538,7 @@ impl Lowerer<'_> {
                 seen_inodes.insert(key, dest.clone());
             }
             let item = self.walked(&entry, &meta, dest, &origin, align)?;
+            crate::progress::advance(1);
             self.push(item);
         }
         Ok(())
@@ -703,6 +704,7 @@ pub fn lower(loaded: &Loaded, policy: Policy) -> Result<ImageSpec> {
 
 /// The manifest's own entries, in archive order.
 fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
+    crate::progress::start(crate::progress::Step::Trees, 0);
     let d = &loaded.defaults;
     let fixed = policy.mtime.fixed;
     let file_modes = FileModes(d.file_mode.unwrap_or(ModeOrSource::Source));

@@ -393,6 +393,7 @@ pub(super) fn add_all(
             warnings.push(Warning {
                 origin: Some(reqs[n.tag].origin.clone()),
                 message: n.message.clone(),
+                details: Vec::new(),
             });
         }
     }
@@ -474,15 +475,19 @@ pub(super) fn add_all(
     // Missing firmware: said per module when up to three miss it, else once
     // per rule (a generic image names many drivers whose firmware is in
     // packages this root does not have).
+    let one = |name: &str, files: &[String]| {
+        format!(
+            "module `{name}` asks for firmware not found under /lib/firmware in the root: {} (it may fail to load without it)",
+            shorten(files)
+        )
+    };
     for (origin, list) in no_firmware {
         if list.len() <= 3 {
             for (name, files) in list {
                 warnings.push(Warning {
                     origin: Some(origin.clone()),
-                    message: format!(
-                        "module `{name}` asks for firmware not found under /lib/firmware in the root: {} (it may fail to load without it)",
-                        shorten(&files)
-                    ),
+                    message: one(&name, &files),
+                    details: Vec::new(),
                 });
             }
             continue;
@@ -490,10 +495,11 @@ pub(super) fn add_all(
         warnings.push(Warning {
             origin: Some(origin),
             message: format!(
-                "{} modules ask for firmware not found under /lib/firmware in the root: {} (they may fail to load without it; `modinfo -F firmware MODULE` names the files)",
+                "{} modules ask for firmware not found under /lib/firmware in the root: {} (they may fail to load without it; -v names each module and its files)",
                 list.len(),
                 shorten(&list.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>())
             ),
+            details: list.iter().map(|(n, f)| one(n, f)).collect(),
         });
     }
 

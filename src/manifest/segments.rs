@@ -207,7 +207,7 @@ impl Rules {
                     origin: Some(d.origin.clone()),
                     message: format!(
                         "segment `{name}` has no `paths` and is not the main segment: it stays empty"
-                    ),
+                    ), details: Vec::new(),
                 });
             }
             let mut spec = SegmentSpec::new(&name, compression);
@@ -368,6 +368,7 @@ impl Rules {
                              through the image's directory symlinks)",
                             r.spec.name
                         ),
+                        details: Vec::new(),
                     });
                 }
             }

@@ -295,6 +295,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
                 found.warnings.push(Warning {
                     origin: Some(o),
                     message: format!("unit `{unit}` is not in the root; left out ({chain})"),
+                    details: Vec::new(),
                 });
             } else {
                 seen.remove(&unit);
@@ -427,6 +428,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
                 found.warnings.push(Warning {
                     origin: Some(origin.clone()),
                     message: format!("udev rules `{name}` are not in the root; left out"),
+                    details: Vec::new(),
                 });
             }
             continue;

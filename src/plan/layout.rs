@@ -111,6 +111,7 @@ fn clamp_mtime(entry: &Entry, secs: i64, warnings: &mut Vec<Warning>) -> u32 {
             message: format!(
                 "source mtime {secs} does not fit the cpio header; clipped to {clamped}"
             ),
+            details: Vec::new(),
         });
     }
     clamped as u32

@@ -226,6 +226,16 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
                 bigs.len(),
                 entries[p.entry].name
             ),
+            details: missed
+                .iter()
+                .map(|&u| {
+                    let p = units[u].protos.last().expect("a unit has a record");
+                    format!(
+                        "/{} cannot be aligned in readers mode (no directory entry to repeat as padding)",
+                        entries[p.entry].name
+                    )
+                })
+                .collect(),
         });
     }
     assemble(placed, opts.policy.crc, warnings)

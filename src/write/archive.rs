@@ -422,7 +422,9 @@ fn write_range(
         sink.zeros(record.lead as u64)?;
         debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
         let origin = &entries[record.entry].origin;
+        let before = sink.pos;
         write_record(&mut sink, record, layout.crc, origin, &mut small)?;
+        crate::progress::advance(sink.pos - before + record.lead as u64);
     }
     if trailer {
         debug_assert_eq!(sink.pos, layout.trailer_offset);

@@ -60,6 +60,8 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
     let writers = cpus.min(4) as usize;
     let mut report = BuildReport::default();
     let mut pos: u64 = 0;
+    let total = image.parts.iter().map(|p| p.layout.size).sum();
+    crate::progress::start(crate::progress::Step::Writing, total);
     let mut prev: Option<Compression> = None;
     for part in &image.parts {
         let segment = part.segment;
@@ -88,6 +90,7 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
         prev = Some(segment.compression);
     }
     out.commit(sync)?;
+    crate::progress::finish();
     report.stats.bytes = pos;
     report.size = pos;
     Ok(report)

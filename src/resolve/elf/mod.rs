@@ -106,6 +106,7 @@ pub fn resolve_all(requests: &[BinaryRequest], opts: &ElfOptions) -> Resolution 
             warnings.push(Warning {
                 origin: r.request.origin.clone(),
                 message,
+                details: Vec::new(),
             });
         }
         res.warnings.extend(warnings);

@@ -108,6 +108,7 @@ pub(crate) struct Scanned {
 }
 
 pub(crate) fn scan_tree(dir: &Path, read: bool, idents: bool) -> Result<Scanned, KmodError> {
+    crate::progress::start(crate::progress::Step::Modules, 0);
     let queue = Queue {
         state: Mutex::new(State {
             work: vec![Work::Dir(String::new())],
@@ -348,7 +349,10 @@ impl Walker<'_> {
                     Ok((raw, id))
                 });
             match r {
-                Ok((raw, id)) => self.found.push(((relpath, id), raw)),
+                Ok((raw, id)) => {
+                    crate::progress::advance(1);
+                    self.found.push(((relpath, id), raw))
+                }
                 Err(e) => {
                     let path = self.dir.join(&relpath);
                     self.errors.push((relpath, module_error(path, e)));
@@ -374,6 +378,7 @@ fn check_loop(dir: &Path, link: &Path) -> Result<(), KmodError> {
 /// Reads the given modules (paths relative to `dir`) on all cores. Results
 /// keep the input order.
 pub fn read_modules(dir: &Path, relpaths: &[String]) -> Result<Vec<KoInfo>, KmodError> {
+    crate::progress::start(crate::progress::Step::Modules, relpaths.len() as u64);
     let next = AtomicUsize::new(0);
     let threads = threads_for(relpaths.len());
     let work = || {
@@ -387,7 +392,10 @@ pub fn read_modules(dir: &Path, relpaths: &[String]) -> Result<Vec<KoInfo>, Kmod
             }
             for (i, rel) in relpaths.iter().enumerate().skip(start).take(CHUNK) {
                 match reader.read_raw_in(dir, rel, &mut symbols) {
-                    Ok(raw) => local.push((i, raw)),
+                    Ok(raw) => {
+                        crate::progress::advance(1);
+                        local.push((i, raw))
+                    }
                     Err(e) => return Err((i, module_error(dir.join(rel), e))),
                 }
             }
