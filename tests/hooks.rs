@@ -370,3 +370,121 @@ fn pacman_script_builds_and_removes_per_pkgbase() {
     assert!(!alpm(&dir, &root, &kernel, "install", &[&target]));
     assert!(!root.join("etc").exists());
 }
+
+/// The real pacman (Debian's pacman-package-manager) installs and removes a
+/// kernel package in a test root that holds composer's hooks and script where an
+/// Arch package puts them. pacman runs the hooks chrooted into that root, so the
+/// root gets the host's /usr through an overlay (writes stay in the test), /dev,
+/// /proc, the kernel's modules read-only at /kmod, and composer in /usr/local/bin;
+/// all of it in a private mount namespace that ends with the test.
+#[test]
+fn pacman_transactions_run_the_hooks() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let (Some(pacman), Some(bsdtar), Some(unshare)) = (
+        support::require_tool("pacman", "pacman-package-manager"),
+        support::require_tool("bsdtar", "libarchive-tools"),
+        support::require_tool("unshare", "util-linux"),
+    ) else {
+        return;
+    };
+    if !support::require_root() {
+        return;
+    }
+    let dir = Scratch::new("hooks-pacman-real");
+    let v = &kernel.version;
+    // The kernel package: what Arch's linux packages put under usr/lib/modules.
+    let pkg = dir.join("pkg");
+    let kdir = pkg.join("usr/lib/modules").join(v);
+    fs::create_dir_all(&kdir).unwrap();
+    fs::copy(&kernel.vmlinuz, kdir.join("vmlinuz")).unwrap();
+    fs::write(kdir.join("pkgbase"), "linux-test\n").unwrap();
+    fs::write(
+        pkg.join(".PKGINFO"),
+        "pkgname = linux-test\npkgbase = linux-test\npkgver = 6.1-1\npkgdesc = a test kernel\n\
+         url = https://example.invalid\nbuilddate = 1700000000\npackager = composer tests\n\
+         size = 8000000\narch = x86_64\n",
+    )
+    .unwrap();
+    let archive = dir.join("linux-test-6.1-1-x86_64.pkg.tar.zst");
+    support::run_ok(
+        Command::new(&bsdtar)
+            .current_dir(&pkg)
+            .args(["--zstd", "-cf"])
+            .arg(&archive)
+            .args([".PKGINFO", "usr"]),
+    );
+    let conf = dir.join("pacman.conf");
+    fs::write(
+        &conf,
+        "[options]\nArchitecture = auto\nSigLevel = Never\nLocalFileSigLevel = Never\n",
+    )
+    .unwrap();
+    let root = dir.join("root");
+    let saved = dir.join("after-install");
+    let script = format!(
+        r#"set -eu
+R={root}
+mkdir -p "$R/usr" {upper} {work} "$R/var/lib/pacman" "$R/dev" "$R/proc" "$R/tmp" "$R/kmod" "$R/etc" "$R/root" {saved}
+mount -t overlay overlay -o lowerdir=/usr,upperdir={upper},workdir={work} "$R/usr"
+for d in bin sbin lib lib64; do ln -s "usr/$d" "$R/$d"; done
+mount --bind /dev "$R/dev"
+mount -t proc proc "$R/proc"
+mount --bind -o ro {kmod} "$R/kmod"
+mkdir -p "$R/usr/share/libalpm/hooks" "$R/usr/share/libalpm/scripts" "$R/usr/local/bin"
+cp {hooks}/90-composer-install.hook {hooks}/60-composer-remove.hook "$R/usr/share/libalpm/hooks/"
+cp {hooks}/composer "$R/usr/share/libalpm/scripts/composer"
+cp {bin} "$R/usr/local/bin/composer"
+pm() {{ {pacman} --root "$R" --dbpath "$R/var/lib/pacman" --config {conf} --noconfirm "$@"; }}
+pm -U {archive}
+cp -a "$R/boot/." {saved}/
+echo "installed: $(ls "$R/boot" | tr '\n' ' ')"
+pm -R linux-test
+echo "removed: $(ls "$R/boot" | tr '\n' ' ')"
+"#,
+        root = root.display(),
+        upper = dir.join("upper").display(),
+        work = dir.join("work").display(),
+        saved = saved.display(),
+        kmod = kernel.modules_dir().display(),
+        hooks = dist("pacman").display(),
+        bin = support::composer_bin().display(),
+        pacman = pacman.display(),
+        conf = conf.display(),
+        archive = archive.display(),
+    );
+    let out = support::run(
+        Command::new(&unshare)
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(&script)
+            .env("HOME", "/root")
+            .env_remove("XDG_CACHE_HOME")
+            .env("PATH", "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("COMPOSER_BUILD_ARGS", "--kmoddir /kmod --no-sync"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // pacman ran composer's hook, which said what it builds.
+    assert!(
+        stdout.contains("Building initrds with composer")
+            || stderr.contains("Building initrds with composer"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("installed: initramfs-linux-test.img vmlinuz-linux-test"),
+        "{stdout}"
+    );
+    assert_initrd(&saved.join("initramfs-linux-test.img"), &kernel);
+    assert_eq!(
+        fs::read(saved.join("vmlinuz-linux-test")).unwrap(),
+        fs::read(&kernel.vmlinuz).unwrap()
+    );
+    // The remove transaction's pre-transaction hook deleted both.
+    assert!(
+        stdout.contains("removed: \n") || stdout.trim_end().ends_with("removed:"),
+        "{stdout}"
+    );
+    assert_eq!(fs::read_dir(root.join("boot")).unwrap().count(), 0);
+}
