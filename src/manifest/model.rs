@@ -138,7 +138,8 @@ pub struct SegmentRule {
     /// `"none"` (default), `"gzip"`, `"zstd"`, `"xz"`, `"lzma"`, `"bzip2"`
     /// or `"lz4"` (the kernel's legacy lz4 format).
     pub compression: Option<Spanned<Compression>>,
-    /// Compression level (gzip and bzip2 1-9, xz and lzma 0-9, zstd 1-19).
+    /// Compression level: gzip and bzip2 1-9 (default 9), xz and lzma 0-9
+    /// (default 6), zstd 1-19 (default 3).
     pub level: Option<Spanned<i32>>,
     /// Compression threads for zstd, xz and lz4, at most 256; 0
     /// (default): one per CPU.
