@@ -147,15 +147,19 @@ cmds=("$G -t 0 $L > $OG"
       "3cpio --create $O3 < $M && sync $O3")
 md="$work/results.md"
 csv="$work/results.csv"
+# Each run writes a fresh path, as a kernel update does: the output is removed and the
+# removal synced before it (overwriting the previous archive would hide the cost of
+# fsync on ext4).
+outs=("$OG" "$OC" "$O3" "$OG" "$OC" "$O3")
 hf=(hyperfine --warmup "$warmup" --runs "$runs" --export-markdown "$md" --export-csv "$csv")
 for i in "${!names[@]}"; do
-    hf+=(-n "${names[$i]}" "${cmds[$i]}")
+    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync" "${cmds[$i]}")
 done
 # The command line as one would type it (the paths contain no single quotes).
 shown="hyperfine --warmup $warmup --runs $runs --export-markdown $md --export-csv $csv"
 for i in "${!names[@]}"; do
     shown+=" \\
-  -n '${names[$i]}' '${cmds[$i]}'"
+  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync' '${cmds[$i]}'"
 done
 echo "== $shown" >&2
 "${hf[@]}"

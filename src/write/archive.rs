@@ -49,10 +49,45 @@ struct Sink<'o> {
     /// the file position (pipes, terminals).
     positional: bool,
     copy_file_range: bool,
+    /// Durable output: the archive offset from which written data has not
+    /// been queued for writeback yet.
+    writeback: Option<u64>,
     stats: WriteStats,
 }
 
+/// Where a writer writes: the file, its name for messages, the file offset
+/// of the archive's start for positional writes (None: at the file
+/// position), and whether to start writeback as it goes (the output will be
+/// synced).
+#[derive(Clone, Copy)]
+struct Target<'o> {
+    out: &'o File,
+    name: &'o str,
+    positional: Option<u64>,
+    writeback: bool,
+}
+
+/// Written data is queued for writeback in pieces this large while the
+/// copy goes on, so that the fsync at the end waits on little.
+const WRITEBACK_CHUNK: u64 = 8 << 20;
+
 impl<'o> Sink<'o> {
+    /// Queues what was written since the last call for writeback, once it
+    /// is a chunk (or whatever there is, with `all`).
+    fn start_writeback(&mut self, all: bool) -> Result<()> {
+        let Some(from) = self.writeback else {
+            return Ok(());
+        };
+        let len = self.pos - from;
+        if len == 0 || (len < WRITEBACK_CHUNK && !all) {
+            return Ok(());
+        }
+        self.flush()?;
+        start_writeback(self.out, self.base + from, len);
+        self.writeback = Some(self.pos);
+        Ok(())
+    }
+
     fn out_err(&self, err: io::Error) -> Error {
         Error::io(self.out_name, err)
     }
@@ -165,6 +200,23 @@ impl<'o> Sink<'o> {
             }
         }
         Ok(())
+    }
+}
+
+/// sync_file_range(SYNC_FILE_RANGE_WRITE): starts writeback of the dirty
+/// pages of a range and returns without waiting. Only a head start for the
+/// fsync that follows, so an error (a filesystem that does not support it)
+/// changes nothing and is ignored.
+fn start_writeback(out: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: the descriptor belongs to `out`, which is borrowed (so open)
+    // for the whole call; the call takes integers and touches no memory of
+    // this process.
+    unsafe {
+        libc::sync_file_range(out.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
     }
 }
 
@@ -309,12 +361,13 @@ pub fn write(
     out_name: &str,
     threads: usize,
 ) -> Result<WriteStats> {
-    write_at(layout, entries, out, out_name, threads, 0)
+    write_at(layout, entries, out, out_name, threads, 0, false)
 }
 
 /// [`write`] for an archive that starts at file offset `base` (the file
 /// positioned there), after other archives of the same image. The
-/// layout's offsets stay relative to the archive's start.
+/// layout's offsets stay relative to the archive's start. `writeback`: the
+/// output will be synced, so start writing data back while copying.
 pub fn write_at(
     layout: &Layout,
     entries: &[Entry],
@@ -322,6 +375,7 @@ pub fn write_at(
     out_name: &str,
     threads: usize,
     base: u64,
+    writeback: bool,
 ) -> Result<WriteStats> {
     let append = rustix::fs::fcntl_getfl(out)
         .map(|f| f.contains(rustix::fs::OFlags::APPEND))
@@ -330,21 +384,25 @@ pub fn write_at(
         && out.metadata().map(|m| m.is_file()).unwrap_or(false)
         && rustix::fs::seek(out, rustix::fs::SeekFrom::Current(0)) == Ok(base);
     if !regular {
-        return write_range(layout, entries, &layout.records, out, out_name, None, true);
+        let to = Target {
+            out,
+            name: out_name,
+            positional: None,
+            writeback: false,
+        };
+        return write_range(layout, entries, &layout.records, &to, true);
     }
     let end = base + layout.size;
     // Sized up front: writers fill it at their offsets, padding stays holes.
     out.set_len(end).map_err(|e| Error::io(out_name, e))?;
+    let to = Target {
+        out,
+        name: out_name,
+        positional: Some(base),
+        writeback,
+    };
     if threads <= 1 || layout.records.len() < 2 {
-        let stats = write_range(
-            layout,
-            entries,
-            &layout.records,
-            out,
-            out_name,
-            Some(base),
-            true,
-        )?;
+        let stats = write_range(layout, entries, &layout.records, &to, true)?;
         rustix::fs::seek(out, rustix::fs::SeekFrom::Start(end))
             .map_err(|e| Error::io(out_name, e.into()))?;
         return Ok(stats);
@@ -365,9 +423,8 @@ pub fn write_at(
             .map(|(k, w)| {
                 let records = &layout.records[w[0]..w[1]];
                 let last = k + 2 == cuts.len();
-                scope.spawn(move || {
-                    write_range(layout, entries, records, out, out_name, Some(base), last)
-                })
+                let to = &to;
+                scope.spawn(move || write_range(layout, entries, records, to, last))
             })
             .collect();
         handles
@@ -394,27 +451,33 @@ pub fn write_at(
 }
 
 /// Writes `records` (a contiguous run of the layout) and, when `trailer`,
-/// the trailer and the tail padding; at file offset `base` + archive
-/// offset when `positional` is given, else at the file position.
+/// the trailer and the tail padding; at file offset `to.positional` +
+/// archive offset when that is given, else at the file position.
 fn write_range(
     layout: &Layout,
     entries: &[Entry],
     records: &[Record],
-    out: &File,
-    out_name: &str,
-    positional: Option<u64>,
+    to: &Target,
     trailer: bool,
 ) -> Result<WriteStats> {
+    let Target {
+        out,
+        name: out_name,
+        positional,
+        writeback,
+    } = *to;
+    let start = records
+        .first()
+        .map_or(layout.trailer_offset, |r| r.offset - r.lead as u64);
     let mut sink = Sink {
         out,
         out_name,
         buf: Vec::with_capacity(BUFFER + SMALL_FILE as usize),
-        pos: records
-            .first()
-            .map_or(layout.trailer_offset, |r| r.offset - r.lead as u64),
+        pos: start,
         base: positional.unwrap_or(0),
         positional: positional.is_some(),
         copy_file_range: true,
+        writeback: (writeback && positional.is_some()).then_some(start),
         stats: WriteStats::default(),
     };
     let mut small = Vec::new();
@@ -425,6 +488,7 @@ fn write_range(
         let before = sink.pos;
         write_record(&mut sink, record, layout.crc, origin, &mut small)?;
         crate::progress::advance(sink.pos - before + record.lead as u64);
+        sink.start_writeback(false)?;
     }
     if trailer {
         debug_assert_eq!(sink.pos, layout.trailer_offset);
@@ -436,6 +500,7 @@ fn write_range(
         debug_assert_eq!(sink.pos, layout.size);
     }
     sink.flush()?;
+    sink.start_writeback(true)?;
     sink.stats.bytes = sink.pos;
     Ok(sink.stats)
 }
