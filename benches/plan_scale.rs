@@ -99,6 +99,7 @@ fn main() {
         },
         mode: AlignMode::Readers,
         auto_align: false,
+        reflink: true,
     };
     let start = Instant::now();
     let layout = plan::archive(&entries, &policy);

@@ -50,6 +50,9 @@ pub struct Policy {
     /// `align` is the block size of the output's filesystem (a manifest's
     /// `align = "auto"`).
     pub auto_align: bool,
+    /// Let the writer share data with the sources (copy_file_range);
+    /// false copies through memory.
+    pub reflink: bool,
 }
 
 /// What the command line says (each `None` leaves the choice to the input).
@@ -63,6 +66,8 @@ pub struct Overrides {
     pub crc: bool,
     /// `--align-mode`.
     pub mode: Option<AlignMode>,
+    /// `--no-reflink`.
+    pub no_reflink: bool,
 }
 
 /// A manifest's `defaults.align`: bytes, none, or the block size of the
@@ -92,6 +97,7 @@ pub enum Asked {
         mtime: MtimeChoice,
         align: AlignChoice,
         mode: Option<AlignMode>,
+        reflink: Option<bool>,
     },
     /// A gen_init_cpio list: its order and rule unless told otherwise;
     /// `source_date_epoch` says whether SOURCE_DATE_EPOCH applies (build
@@ -142,8 +148,15 @@ pub fn decide(
     output: Option<&Path>,
 ) -> Result<Policy> {
     let mut auto_align = false;
+    let mut reflink = true;
     let (fixed, now, align, mode) = match asked {
-        Asked::Manifest { mtime, align, mode } => {
+        Asked::Manifest {
+            mtime,
+            align,
+            mode,
+            reflink: asked_reflink,
+        } => {
+            reflink = asked_reflink.unwrap_or(true);
             let fixed = match mtime {
                 MtimeChoice::Fixed(t) => Some(t),
                 MtimeChoice::Source => env.source_date_epoch()?,
@@ -192,6 +205,7 @@ pub fn decide(
         },
         mode: cli.mode.unwrap_or(mode),
         auto_align,
+        reflink: reflink && !cli.no_reflink,
     })
 }
 
@@ -271,6 +285,7 @@ mod tests {
             mtime,
             align: AlignChoice::Bytes(4096),
             mode: None,
+            reflink: None,
         }
     }
 
@@ -289,11 +304,35 @@ mod tests {
             align: Some(0),
             crc: true,
             mode: Some(AlignMode::KernelOnly),
+            no_reflink: true,
         };
         let p = decide(&cli, manifest(MtimeChoice::Fixed(9)), &env(Some("5")), None).unwrap();
         assert_eq!(
-            (p.mtime.fixed, p.align, p.mode, p.crc),
-            (Some(1), 0, AlignMode::KernelOnly, true)
+            (p.mtime.fixed, p.align, p.mode, p.crc, p.reflink),
+            (Some(1), 0, AlignMode::KernelOnly, true, false)
+        );
+        // reflink: the manifest's choice unless --no-reflink; default on.
+        let asked = |reflink| Asked::Manifest {
+            mtime: MtimeChoice::Source,
+            align: AlignChoice::None,
+            mode: None,
+            reflink,
+        };
+        let none = Overrides::default();
+        assert!(
+            decide(&none, asked(None), &env(None), None)
+                .unwrap()
+                .reflink
+        );
+        assert!(
+            !decide(&none, asked(Some(false)), &env(None), None)
+                .unwrap()
+                .reflink
+        );
+        assert!(
+            decide(&none, asked(Some(true)), &env(None), None)
+                .unwrap()
+                .reflink
         );
         assert!(decide(
             &Overrides::default(),

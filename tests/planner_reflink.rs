@@ -610,3 +610,80 @@ fn xfs_reflink_shares_eligible_data() {
 fn btrfs_reflink_shares_eligible_data() {
     reflink_on("btrfs");
 }
+
+/// `--no-reflink` and `[image] reflink = false` copy every byte: the image
+/// shares nothing with its sources, and holds the same bytes as the shared one.
+fn no_reflink_on(fs_type: &str) {
+    let Some((mkfs, filefrag)) = tools(fs_type) else {
+        return;
+    };
+    let Some(m) = LoopMount::create(
+        &format!("planner_no_reflink_{fs_type}"),
+        fs_type,
+        &mkfs,
+        512 * 1024 * 1024,
+    ) else {
+        return;
+    };
+    let src = m.mnt.join("src");
+    fs::create_dir(&src).unwrap();
+    for i in 0..4u64 {
+        let data: Vec<u8> = (0..(1u64 << 20))
+            .map(|j| ((i * 131 + j * 7) % 251) as u8)
+            .collect();
+        fs::write(src.join(format!("f{i}")), data).unwrap();
+    }
+    support::run_ok(Command::new("sync").arg("-f").arg(&src));
+    let manifest = |name: &str, extra: &str| {
+        let p = m.mnt.join(name);
+        fs::write(
+            &p,
+            format!(
+                "[defaults]\nalign = 4096\n{extra}\n[[tree]]\nsrc = \"{}\"\ndst = \"/data\"\n",
+                src.display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let shared_of = |img: &Path| -> u64 {
+        support::run_ok(Command::new("sync").arg("-f").arg(img));
+        let ext = extents(&filefrag, img);
+        ext.iter().filter(|e| e.2).map(|e| e.1 - e.0).sum()
+    };
+    let build = |m: &Path, out: &Path, args: &[&str]| {
+        support::run_ok(
+            support::composer()
+                .arg("build")
+                .arg(m)
+                .arg("-o")
+                .arg(out)
+                .args(args),
+        );
+    };
+    let plain = manifest("plain.toml", "");
+    let shared = m.mnt.join("shared.img");
+    build(&plain, &shared, &[]);
+    let copied = m.mnt.join("copied.img");
+    build(&plain, &copied, &["--no-reflink"]);
+    let off = manifest("off.toml", "\n[image]\nreflink = false\n");
+    let copied2 = m.mnt.join("copied2.img");
+    build(&off, &copied2, &[]);
+    let (s, c, c2) = (shared_of(&shared), shared_of(&copied), shared_of(&copied2));
+    eprintln!("{fs_type}: shared {s} bytes; --no-reflink {c}; reflink = false {c2}");
+    assert!(s >= 4 << 20, "the default shares the 4 MiB of data: {s}");
+    assert_eq!((c, c2), (0, 0), "copies share nothing");
+    let bytes = fs::read(&shared).unwrap();
+    assert_eq!(bytes, fs::read(&copied).unwrap());
+    assert_eq!(bytes, fs::read(&copied2).unwrap());
+}
+
+#[test]
+fn xfs_no_reflink_copies_every_byte() {
+    no_reflink_on("xfs");
+}
+
+#[test]
+fn btrfs_no_reflink_copies_every_byte() {
+    no_reflink_on("btrfs");
+}

@@ -78,8 +78,9 @@ fn policy_strategy() -> impl Strategy<Value = Policy> {
             AlignMode::GenInitCpio,
         ]),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(align, mode, crc)| Policy {
+        .prop_map(|(align, mode, crc, reflink)| Policy {
             crc,
             align,
             mtime: MtimePolicy {
@@ -88,6 +89,7 @@ fn policy_strategy() -> impl Strategy<Value = Policy> {
             },
             mode,
             auto_align: false,
+            reflink,
         })
 }
 

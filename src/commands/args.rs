@@ -78,6 +78,11 @@ pub struct ArchiveArgs {
     /// Do not fsync the archive before renaming it into place.
     #[arg(long)]
     pub no_sync: bool,
+    /// Copy file data through memory instead of sharing it with the sources
+    /// (on XFS and Btrfs copy_file_range clones aligned data; later writes to
+    /// a shared image or source then pay copy-on-write).
+    #[arg(long)]
+    pub no_reflink: bool,
 }
 
 impl ArchiveArgs {
@@ -87,6 +92,7 @@ impl ArchiveArgs {
             align: self.align,
             crc: self.crc,
             mode: self.align_mode,
+            no_reflink: self.no_reflink,
         }
     }
 }

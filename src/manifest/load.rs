@@ -80,6 +80,7 @@ impl Loaded {
                 Some(AlignSpec::Auto) => AlignChoice::Auto,
             },
             mode: self.image.align_mode,
+            reflink: self.image.reflink,
         }
     }
 }
@@ -441,6 +442,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             image.order = i.order.or(image.order);
             image.parents = i.parents.or(image.parents);
             image.align_mode = i.align_mode.or(image.align_mode);
+            image.reflink = i.reflink.or(image.reflink);
             if let Some(o) = &i.output {
                 let text = String::from_utf8_lossy(&o.value.0).into_owned();
                 output = PathBuf::from(expand(&text, o.pos, &doc.file, &loader.vars)?);

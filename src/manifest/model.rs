@@ -218,6 +218,11 @@ pub struct ImageSettings {
     /// `"gen-init-cpio"` (its rule: keep the order, pad only the file's own
     /// name, miss past PATH_MAX).
     pub align_mode: Option<AlignMode>,
+    /// Share file data with the sources where the filesystem can (XFS,
+    /// Btrfs: copy_file_range clones aligned blocks), default true. `false`
+    /// copies every byte through memory, so that later writes to the image
+    /// or to a source pay no copy-on-write (see the book's benchmarks).
+    pub reflink: Option<bool>,
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]

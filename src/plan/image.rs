@@ -36,6 +36,9 @@ pub struct PartLayout<'a> {
 /// `composer build` writes.
 pub struct ImageLayout<'a> {
     pub parts: Vec<PartLayout<'a>>,
+    /// The policy's choice: share data with the sources where the
+    /// filesystem can.
+    pub reflink: bool,
 }
 
 /// The largest data alignment the files of a segment ask for.
@@ -118,7 +121,10 @@ pub fn plan(spec: &ImageSpec) -> ImageLayout<'_> {
             }
         })
         .collect();
-    ImageLayout { parts }
+    ImageLayout {
+        parts,
+        reflink: spec.policy.reflink,
+    }
 }
 
 #[cfg(test)]

@@ -57,6 +57,7 @@ mod tests {
                 now: 9,
             },
             auto_align: false,
+            reflink: true,
         };
         Options {
             policy,

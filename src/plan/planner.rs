@@ -293,6 +293,7 @@ mod tests {
                     now: 0,
                 },
                 auto_align: false,
+                reflink: true,
             },
             hints: true,
         }

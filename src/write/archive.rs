@@ -65,6 +65,7 @@ struct Target<'o> {
     name: &'o str,
     positional: Option<u64>,
     writeback: bool,
+    reflink: bool,
 }
 
 /// Written data is queued for writeback in pieces this large while the
@@ -361,22 +362,42 @@ pub fn write(
     out_name: &str,
     threads: usize,
 ) -> Result<WriteStats> {
-    write_at(layout, entries, out, out_name, threads, 0, false)
+    let how = How {
+        base: 0,
+        writeback: false,
+        reflink: true,
+    };
+    write_at(layout, entries, out, out_name, threads, how)
+}
+
+/// How [`write_at`] writes an archive.
+#[derive(Clone, Copy, Debug)]
+pub struct How {
+    /// The file offset of the archive's start (the file positioned there).
+    pub base: u64,
+    /// The output will be synced: start writing data back while copying.
+    pub writeback: bool,
+    /// Move data with copy_file_range (which shares it with the source on
+    /// XFS and Btrfs); false copies it through memory.
+    pub reflink: bool,
 }
 
 /// [`write`] for an archive that starts at file offset `base` (the file
 /// positioned there), after other archives of the same image. The
-/// layout's offsets stay relative to the archive's start. `writeback`: the
-/// output will be synced, so start writing data back while copying.
+/// layout's offsets stay relative to the archive's start.
 pub fn write_at(
     layout: &Layout,
     entries: &[Entry],
     out: &File,
     out_name: &str,
     threads: usize,
-    base: u64,
-    writeback: bool,
+    how: How,
 ) -> Result<WriteStats> {
+    let How {
+        base,
+        writeback,
+        reflink,
+    } = how;
     let append = rustix::fs::fcntl_getfl(out)
         .map(|f| f.contains(rustix::fs::OFlags::APPEND))
         .unwrap_or(true);
@@ -389,6 +410,7 @@ pub fn write_at(
             name: out_name,
             positional: None,
             writeback: false,
+            reflink,
         };
         return write_range(layout, entries, &layout.records, &to, true);
     }
@@ -400,6 +422,7 @@ pub fn write_at(
         name: out_name,
         positional: Some(base),
         writeback,
+        reflink,
     };
     if threads <= 1 || layout.records.len() < 2 {
         let stats = write_range(layout, entries, &layout.records, &to, true)?;
@@ -465,6 +488,7 @@ fn write_range(
         name: out_name,
         positional,
         writeback,
+        reflink,
     } = *to;
     let start = records
         .first()
@@ -476,7 +500,7 @@ fn write_range(
         pos: start,
         base: positional.unwrap_or(0),
         positional: positional.is_some(),
-        copy_file_range: true,
+        copy_file_range: reflink,
         writeback: (writeback && positional.is_some()).then_some(start),
         stats: WriteStats::default(),
     };

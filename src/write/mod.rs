@@ -72,8 +72,12 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
         let layout = &part.layout;
         report.warnings.extend(layout.warnings.iter().cloned());
         if segment.compression == Compression::None {
-            let stats =
-                archive::write_at(layout, &segment.entries, file, &name, writers, pos, sync)?;
+            let how = archive::How {
+                base: pos,
+                writeback: sync,
+                reflink: image.reflink,
+            };
+            let stats = archive::write_at(layout, &segment.entries, file, &name, writers, how)?;
             report.stats.copy_file_range_bytes += stats.copy_file_range_bytes;
             report.stats.buffered_bytes += stats.buffered_bytes;
             report.stats.hole_bytes += stats.hole_bytes;
