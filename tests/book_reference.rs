@@ -153,3 +153,127 @@ fn summary_lists_every_page() {
         }
     }
 }
+
+/// A heading's anchor as mdbook makes it: lower case, spaces to `-`, only
+/// letters, digits, `-` and `_` kept.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| {
+            if c.is_alphanumeric() || c == '_' || c == '-' {
+                Some(c.to_lowercase().next().unwrap_or(c))
+            } else if c.is_whitespace() {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The lines of a page outside fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// `|` that separate table cells: not inside a code span, not escaped.
+fn cell_separators(line: &str) -> usize {
+    let mut in_code = false;
+    let mut n = 0;
+    let mut prev = ' ';
+    for c in line.chars() {
+        match c {
+            '`' => in_code = !in_code,
+            '|' if !in_code && prev != '\\' => n += 1,
+            _ => {}
+        }
+        prev = c;
+    }
+    n
+}
+
+/// Every link between pages of the book reaches a page that exists and, with
+/// `#anchor`, a heading of that page; every table row has as many cells as
+/// its header (what `mdbook build` would silently render wrong).
+#[test]
+fn links_and_tables_of_the_book_are_whole() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
+    let mut pages = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            pages.insert(name, std::fs::read_to_string(&p).unwrap());
+        }
+    }
+    let anchors = |text: &str| -> BTreeSet<String> {
+        prose(text)
+            .iter()
+            .filter_map(|l| l.strip_prefix('#'))
+            .map(|h| anchor(h.trim_start_matches('#')))
+            .collect()
+    };
+    let mut problems = Vec::new();
+    let mut links = 0;
+    for (name, text) in &pages {
+        let lines = prose(text);
+        for (i, line) in lines.iter().enumerate() {
+            // Links: ](target) outside code spans.
+            let mut rest = *line;
+            while let Some(at) = rest.find("](") {
+                let after = &rest[at + 2..];
+                let Some(end) = after.find(')') else { break };
+                let target = &after[..end];
+                rest = &after[end..];
+                if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                    continue;
+                }
+                links += 1;
+                let (page, frag) = match target.split_once('#') {
+                    Some((p, f)) => (if p.is_empty() { name.as_str() } else { p }, Some(f)),
+                    None => (target, None),
+                };
+                let Some(page_text) = pages.get(page) else {
+                    problems.push(format!("{name}: link to missing page `{target}`"));
+                    continue;
+                };
+                if let Some(f) = frag {
+                    if !anchors(page_text).contains(f) {
+                        problems.push(format!("{name}: `{target}`: {page} has no heading `#{f}`"));
+                    }
+                }
+            }
+            // Tables: a header row, its |---| row, then rows of the same width.
+            let is_row = |l: &str| l.trim_start().starts_with('|');
+            if is_row(line)
+                && (i == 0 || !is_row(lines[i - 1]))
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|l| l.contains("---") && is_row(l))
+            {
+                let width = cell_separators(line);
+                for row in lines[i + 1..].iter().take_while(|l| is_row(l)) {
+                    if cell_separators(row) != width {
+                        problems.push(format!(
+                            "{name}: table row has {} cells, its header {}: {row}",
+                            cell_separators(row).saturating_sub(1),
+                            width.saturating_sub(1)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(links >= 20, "only {links} links found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
