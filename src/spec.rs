@@ -28,6 +28,8 @@ pub struct SegmentSpec {
     pub level: Option<i32>,
     /// Encoder threads; 0: one per CPU.
     pub threads: u32,
+    /// Archive bytes per independently compressed piece; 0: one stream.
+    pub chunk: u64,
     pub entries: Vec<Entry>,
     /// How many of the first entries are `[early]`'s own (microcode, ACPI
     /// tables, their directories) rather than the manifest's.
@@ -42,6 +44,7 @@ impl SegmentSpec {
             compression,
             level: None,
             threads: 0,
+            chunk: 0,
             entries: Vec::new(),
             early: 0,
         }

@@ -476,6 +476,91 @@ fn multithreaded_output_does_not_depend_on_the_thread_count() {
     }
 }
 
+/// A segment in pieces (`chunk_size`): several compressed archives one after
+/// another, cut at entries (a hardlink group stays whole), the same tree as one
+/// stream, the same bytes on every build and for any thread count.
+#[test]
+fn chunked_segments_are_archives_one_after_another() {
+    let dir = Scratch::new("segments_chunked");
+    for i in 0..24u64 {
+        write(
+            &dir.join(format!("root/data/f{i:02}")),
+            &content(i + 1, 40_000 + i as usize * 3_000),
+        );
+    }
+    fs::hard_link(dir.join("root/data/f03"), dir.join("root/data/f03-again")).unwrap();
+    for method in ["gzip", "bzip2", "lzma", "xz", "lz4", "zstd"] {
+        let text = |chunk: &str, threads: u32| {
+            format!(
+                "root = \"root\"\n[[tree]]\nsrc = \"/data\"\n\
+                 [[segment]]\ncompression = \"{method}\"\nthreads = {threads}\n{chunk}"
+            )
+        };
+        let one = manifest(&dir, &format!("{method}-one.toml"), &text("", 2));
+        let pieces = manifest(
+            &dir,
+            &format!("{method}-pieces.toml"),
+            &text("chunk_size = 131072\n", 2),
+        );
+        let pieces3 = manifest(
+            &dir,
+            &format!("{method}-pieces3.toml"),
+            &text("chunk_size = 131072\n", 3),
+        );
+        let (one_img, pieces_img) = (
+            dir.join(format!("{method}-one.img")),
+            dir.join(format!("{method}-pieces.img")),
+        );
+        build(&one, &one_img, &[("SOURCE_DATE_EPOCH", SDE)]);
+        let bytes = build(&pieces, &pieces_img, &[("SOURCE_DATE_EPOCH", SDE)]);
+        verify_ok(&pieces_img);
+        let again = build(
+            &pieces,
+            &dir.join("again.img"),
+            &[("SOURCE_DATE_EPOCH", SDE)],
+        );
+        assert!(bytes == again, "{method}: two builds differ");
+        let three = build(
+            &pieces3,
+            &dir.join("three.img"),
+            &[("SOURCE_DATE_EPOCH", SDE)],
+        );
+        assert!(bytes == three, "{method}: 2 and 3 threads differ");
+        let v = inspect(&pieces_img);
+        let methods = compressions(&v);
+        assert!(methods.len() >= 6, "{method}: {methods:?}");
+        assert!(methods.iter().all(|m| m == method), "{method}: {methods:?}");
+        // Every entry once, in the original order; the hardlink pair in one piece.
+        let all: Vec<String> = v["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(names)
+            .filter(|n| n != "TRAILER!!!")
+            .collect();
+        let single: Vec<String> = inspect(&one_img)["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(names)
+            .filter(|n| n != "TRAILER!!!")
+            .collect();
+        assert_eq!(all, single, "{method}");
+        let with_pair = v["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| names(s).iter().any(|n| n.starts_with("data/f03")))
+            .count();
+        assert_eq!(with_pair, 1, "{method}: the hardlink pair spans pieces");
+        let a = extract(&one_img, &dir.join(format!("{method}-x1")));
+        let b = extract(&pieces_img, &dir.join(format!("{method}-x2")));
+        support::run_ok(Command::new("diff").arg("-r").arg(&a).arg(&b));
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(fs::metadata(b.join("data/f03-again")).unwrap().nlink(), 2);
+    }
+}
+
 /// (image path, content) of the early files a case expects.
 type Want = &'static [(&'static str, &'static [u8])];
 
@@ -621,6 +706,16 @@ fn segment_mistakes_are_reported_where_they_are() {
             "acpidir.toml",
             "root = \"root\"\n[early]\nacpi = true\nacpi_dir = \"/nowhere\"\n",
             "acpi_dir `",
+        ),
+        (
+            "chunknone.toml",
+            "[[segment]]\nchunk_size = 65536\n",
+            "m:2:14: segment `main` is not compressed; `chunk_size` cuts compressed streams",
+        ),
+        (
+            "chunksmall.toml",
+            "[[segment]]\ncompression = \"gzip\"\nchunk_size = 100\n",
+            "m:3:14: segment `main`: chunk_size 100 is below 4096 bytes",
         ),
     ];
     for (name, text, want) in cases {

@@ -5,7 +5,8 @@
 //! file aligned to 4096 bytes in the file, the main segment compressed with the method's
 //! default level, and an uncompressed segment after it. /init (busybox) checks the md5
 //! and size of every file against values computed here and prints a marker. One boot
-//! per method.
+//! per method, and one more per method with the main segment in pieces
+//! (`chunk_size`): several compressed archives one after another.
 
 use crate::md5;
 use crate::support;
@@ -197,19 +198,41 @@ paths = ["**/*.xz"]
 [[segment]]
 name = "main"
 compression = "@METHOD@"
+@CHUNK@
 
 [[segment]]
 name = "late"
 paths = ["/etc/late"]
 "#;
 
-/// Builds the image for `method` and checks it on the host: four segments, the
-/// firmware file's data aligned in the file.
-fn build(dir: &Path, method: &str) -> PathBuf {
-    let m = dir.join(format!("{method}.toml"));
-    fs::write(&m, MANIFEST.replace("@METHOD@", method)).unwrap();
+/// The piece size of the chunked images: busybox (one entry of about 2 MB) and
+/// what comes before it, and the data after it, end up in different pieces.
+const CHUNK: u64 = 64 * 1024;
+
+/// Builds the image for `method` and checks it on the host: four segments (the
+/// main one in several pieces when `chunked`), the firmware file's data aligned in
+/// the file.
+fn build(dir: &Path, method: &str, chunked: bool) -> PathBuf {
+    let tag = if chunked {
+        format!("{method}-chunked")
+    } else {
+        method.to_string()
+    };
+    let m = dir.join(format!("{tag}.toml"));
+    let chunk = if chunked {
+        format!("chunk_size = {CHUNK}")
+    } else {
+        String::new()
+    };
+    fs::write(
+        &m,
+        MANIFEST
+            .replace("@METHOD@", method)
+            .replace("@CHUNK@", &chunk),
+    )
+    .unwrap();
     fs::write(dir.join("method"), format!("{method}\n")).unwrap();
-    let img = dir.join(format!("{method}.img"));
+    let img = dir.join(format!("{tag}.img"));
     support::run_ok(
         support::composer()
             .arg("build")
@@ -226,7 +249,23 @@ fn build(dir: &Path, method: &str) -> PathBuf {
         .iter()
         .map(|s| s["compression"].as_str().unwrap())
         .collect();
-    assert_eq!(methods, ["none", "none", method, "none"]);
+    if chunked {
+        let n = methods.len();
+        assert!(
+            n >= 5,
+            "{method}: the main segment is not in pieces: {methods:?}"
+        );
+        assert_eq!(
+            (methods[0], methods[1], methods[n - 1]),
+            ("none", "none", "none")
+        );
+        assert!(
+            methods[2..n - 1].iter().all(|m| *m == method),
+            "{methods:?}"
+        );
+    } else {
+        assert_eq!(methods, ["none", "none", method, "none"]);
+    }
     let blob = segs[1]["entries"]
         .as_array()
         .unwrap()
@@ -270,10 +309,17 @@ fn every_compression_the_kernel_enables_boots() {
             eprintln!("{method}: {option} is not set in this kernel's config; not booted");
             continue;
         }
-        let img = build(&dir, method);
-        match boot(&kernel, method, &img, files.len()) {
-            Ok(()) => booted.push(method),
-            Err(e) => failures.push(e),
+        for chunked in [false, true] {
+            let img = build(&dir, method, chunked);
+            match boot(&kernel, method, &img, files.len()) {
+                Ok(()) => booted.push(format!(
+                    "{method}{}",
+                    if chunked { " in pieces" } else { "" }
+                )),
+                Err(e) => {
+                    failures.push(format!("{e}{}", if chunked { " (in pieces)" } else { "" }))
+                }
+            }
         }
     }
     eprintln!("booted: {booted:?}");

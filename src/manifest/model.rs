@@ -144,6 +144,13 @@ pub struct SegmentRule {
     /// Compression threads for zstd, xz and lz4, at most 256; 0
     /// (default): one per CPU.
     pub threads: Option<Spanned<u32>>,
+    /// Bytes of archive (before compression) per independently compressed
+    /// piece: the segment is cut at entry boundaries into archives of about
+    /// this size, compressed on every core and written one after another.
+    /// The kernel unpacks them all; tools that decompress one stream
+    /// (`zcat | cpio`, bsdtar, 3cpio) see only the first. For gzip, bzip2
+    /// and lzma, whose encoders use one core. 0 (default): one stream.
+    pub chunk_size: Option<Spanned<u64>>,
     /// Glob patterns of image paths this segment takes (`**/*.ko.zst`).
     #[serde(default)]
     pub paths: Vec<Spanned<String>>,

@@ -23,6 +23,9 @@ use crate::glob::{self, Below, Separator};
 use crate::path::ancestors;
 use crate::spec::{SegmentSpec, EARLY, MAIN};
 
+/// The smallest `chunk_size` a segment may ask for.
+const MIN_CHUNK: u64 = 4096;
+
 /// The most encoder threads a segment may ask for.
 const MAX_THREADS: u32 = 256;
 
@@ -53,6 +56,7 @@ struct Draft {
     compression: Option<Compression>,
     level: Option<(i32, Origin)>,
     threads: Option<u32>,
+    chunk: Option<(u64, Origin)>,
     paths: Vec<(String, Origin)>,
     optional: bool,
     origin: Origin,
@@ -110,6 +114,7 @@ impl Rules {
                     }
                 }
                 let threads = r.threads.as_ref().map(|t| t.value);
+                let chunk = r.chunk_size.as_ref().map(|c| (c.value, doc.origin(c.pos)));
                 let compression = r.compression.as_ref().map(|c| c.value);
                 if let Some(c) = &r.compression {
                     if !c.value.can_encode() {
@@ -134,6 +139,7 @@ impl Rules {
                         d.compression = compression.or(d.compression);
                         d.level = level.or(d.level.take());
                         d.threads = threads.or(d.threads);
+                        d.chunk = chunk.or(d.chunk.take());
                         d.paths.extend(paths);
                         d.optional = r.optional.unwrap_or(d.optional);
                     }
@@ -142,6 +148,7 @@ impl Rules {
                         compression,
                         level,
                         threads,
+                        chunk,
                         paths,
                         optional: r.optional.unwrap_or(false),
                         origin,
@@ -207,12 +214,32 @@ impl Rules {
                     origin: Some(d.origin.clone()),
                     message: format!(
                         "segment `{name}` has no `paths` and is not the main segment: it stays empty"
-                    ), details: Vec::new(),
+                    ),
+                    details: Vec::new(),
                 });
+            }
+            if let Some((chunk, origin)) = &d.chunk {
+                if compression == Compression::None && *chunk > 0 {
+                    return Err(Error::at(
+                        origin.clone(),
+                        format!("segment `{name}` is not compressed; `chunk_size` cuts compressed streams"),
+                    )
+                    .with_hint("leave `chunk_size` out, or give the segment a compression"));
+                }
+                if *chunk > 0 && *chunk < MIN_CHUNK {
+                    return Err(Error::at(
+                        origin.clone(),
+                        format!("segment `{name}`: chunk_size {chunk} is below {MIN_CHUNK} bytes"),
+                    )
+                    .with_hint("pieces that small compress badly; 0 writes one stream"));
+                }
             }
             let mut spec = SegmentSpec::new(&name, compression);
             spec.level = d.level.map(|(l, _)| l);
             spec.threads = d.threads.unwrap_or(0);
+            if let Some((chunk, _)) = d.chunk {
+                spec.chunk = chunk;
+            }
             out.rules.push(Rule {
                 spec,
                 matcher: glob::set(&d.paths, Separator::Literal, Below::Yes)?,

@@ -10,7 +10,12 @@
 //!   more follows; a legacy lz4 stream has no end marker, so four more NULs
 //!   (an empty block) end it;
 //! * alignment means nothing inside a compressed stream: its entries are
-//!   laid out in order, unpadded.
+//!   laid out in order, unpadded;
+//! * a compressed segment with a piece size (`chunk_size`) is cut at entry
+//!   boundaries into archives of about that size, each with its own
+//!   trailer (the kernel unpacks one compressed archive after another, and
+//!   each must end where its stream ends); every name of a hardlinked file
+//!   is one entry, so a hardlink group never spans two pieces.
 
 use super::layout::{Layout, Options};
 use crate::compress::Compression;
@@ -29,7 +34,43 @@ pub struct PartLayout<'a> {
     /// Where it starts in the image; None after a compressed segment, whose
     /// size is known only once written.
     pub start: Option<u64>,
+    /// The whole segment as one archive (what `composer plan` shows).
     pub layout: Layout<'a>,
+    /// The pieces the segment is written as, each an archive of its own
+    /// compressed separately; empty when it is one stream.
+    pub chunks: Vec<Chunk<'a>>,
+}
+
+/// One independently compressed piece of a segment.
+pub struct Chunk<'a> {
+    /// Its entries, a range of the segment's.
+    pub entries: std::ops::Range<usize>,
+    /// Those entries as an archive (record indices count from the range's start).
+    pub layout: Layout<'a>,
+}
+
+/// Where a segment is cut into pieces of about `size` archive bytes: the
+/// ranges of entries, cut only before the first record of an entry.
+/// Depends on the layout alone, never on the machine.
+fn chunk_ranges(layout: &Layout, entries: usize, size: u64) -> Vec<std::ops::Range<usize>> {
+    // In order (a compressed segment keeps its entries' order); anything
+    // else is not cut.
+    if layout.records.windows(2).any(|w| w[1].entry < w[0].entry) {
+        return std::iter::once(0..entries).collect();
+    }
+    let mut cuts = vec![0usize];
+    let mut start = 0u64;
+    let mut prev_entry = None;
+    for r in &layout.records {
+        let new_entry = prev_entry != Some(r.entry);
+        if new_entry && r.offset - start >= size && r.entry > *cuts.last().unwrap_or(&0) {
+            cuts.push(r.entry);
+            start = r.offset;
+        }
+        prev_entry = Some(r.entry);
+    }
+    cuts.push(entries);
+    cuts.windows(2).map(|w| w[0]..w[1]).collect()
 }
 
 /// Every segment of an image, planned; what `composer plan` shows is what
@@ -101,6 +142,20 @@ pub fn plan(spec: &ImageSpec) -> ImageLayout<'_> {
         .map(|segment| {
             let opts = options(segment, &spec.policy);
             let layout = super::archive::plan(&segment.entries, &opts);
+            let chunks = if segment.compression != Compression::None
+                && segment.chunk > 0
+                && layout.size > segment.chunk
+            {
+                chunk_ranges(&layout, segment.entries.len(), segment.chunk)
+                    .into_iter()
+                    .map(|range| Chunk {
+                        layout: super::archive::plan(&segment.entries[range.clone()], &opts),
+                        entries: range,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let start_align = match segment.compression {
                 Compression::None => {
                     data_alignment(&segment.entries, spec.policy.align).max(4) as u64
@@ -118,6 +173,7 @@ pub fn plan(spec: &ImageSpec) -> ImageLayout<'_> {
                 start_align,
                 start,
                 layout,
+                chunks,
             }
         })
         .collect();
@@ -140,5 +196,42 @@ mod tests {
         assert_eq!(data_alignment(std::slice::from_ref(&big), 4096), 4096);
         assert_eq!(data_alignment(&[big.clone(), own], 4096), 65536);
         assert_eq!(data_alignment(&[big], 0), 0);
+    }
+
+    #[test]
+    fn chunks_cut_at_entries_and_cover_the_segment() {
+        let entries: Vec<Entry> = (0..40)
+            .map(|i| file(&format!("f{i:02}"), 1000 + i * 137))
+            .collect();
+        let opts = Options {
+            policy: Policy {
+                crc: false,
+                align: 0,
+                mtime: crate::policy::MtimePolicy {
+                    fixed: Some(0),
+                    now: 0,
+                },
+                mode: AlignMode::GenInitCpio,
+                auto_align: false,
+                reflink: true,
+            },
+            hints: false,
+        };
+        let layout = super::super::archive::plan(&entries, &opts);
+        let ranges = chunk_ranges(&layout, entries.len(), 10_000);
+        assert!(ranges.len() > 3, "{ranges:?}");
+        assert_eq!(ranges.first().unwrap().start, 0);
+        assert_eq!(ranges.last().unwrap().end, entries.len());
+        for w in ranges.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+        }
+        for r in &ranges[..ranges.len() - 1] {
+            let piece = super::super::archive::plan(&entries[r.clone()], &opts);
+            assert!(piece.size >= 10_000, "{r:?}: {}", piece.size);
+            // About the size asked: at most one entry more.
+            assert!(piece.size < 10_000 + 8192, "{r:?}: {}", piece.size);
+        }
+        let whole: Vec<_> = std::iter::once(0..40).collect();
+        assert_eq!(chunk_ranges(&layout, entries.len(), 1 << 40), whole);
     }
 }

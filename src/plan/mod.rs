@@ -20,7 +20,7 @@ mod layout;
 mod planner;
 pub mod report;
 
-pub use image::{gap_before, ImageLayout, PartLayout};
+pub use image::{gap_before, Chunk, ImageLayout, PartLayout};
 pub use layout::{Alignment, Data, Layout, Record, FIRST_INO};
 
 use crate::entry::Entry;

@@ -83,6 +83,10 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
             report.stats.hole_bytes += stats.hole_bytes;
             report.misses.extend(misses(layout));
             pos += layout.size;
+        } else if !part.chunks.is_empty() {
+            let opts = segment.encode_options(cpus);
+            pos =
+                compressed::write_chunks(&part.chunks, &segment.entries, file, &name, &opts, pos)?;
         } else {
             pos += compressed::write(
                 layout,
