@@ -35,9 +35,13 @@ pub(super) fn write(
 /// Writes a segment's pieces, each compressed on its own, one after
 /// another from image offset `pos` with the NULs the kernel needs between
 /// streams (to a 4-byte boundary; an empty block after legacy lz4), the
-/// output positioned at `pos`. As many pieces are encoded at
-/// once as the segment has threads, each single-threaded, so the bytes are
-/// the same on any machine. Returns the image offset after the last piece.
+/// output positioned at `pos`. Pieces are encoded a batch at a time, one
+/// thread each, each single-threaded, so the bytes are the same on any
+/// machine and for any batch. A batch has at most as many pieces as the
+/// segment has threads and at most [`IN_FLIGHT`] bytes of archive, whose
+/// compressed bytes wait in memory for their turn; a piece larger than
+/// that (one huge file) is a batch of its own and streams to the output.
+/// Returns the image offset after the last piece.
 pub(super) fn write_chunks(
     chunks: &[Chunk],
     entries: &[Entry],
@@ -50,10 +54,22 @@ pub(super) fn write_chunks(
         threads: 1,
         ..*opts
     };
-    let batch = (opts.threads.max(1) as usize).min(chunks.len());
     let mut sink = BufWriter::with_capacity(1 << 20, out);
     let mut first = true;
-    for group in chunks.chunks(batch) {
+    for group in batches(chunks, opts.threads.max(1) as usize) {
+        if let [c] = group {
+            let pad = if first {
+                0
+            } else {
+                crate::plan::gap_before(pos, Some(opts.method), 0)
+            };
+            first = false;
+            sink.write_all(&[0u8; 8][..pad as usize])
+                .map_err(|e| Error::io(out_name, e))?;
+            let piece = &entries[c.entries.clone()];
+            pos += pad + encode_into(&c.layout, piece, &mut sink, out_name, &one)?;
+            continue;
+        }
         let encoded: Vec<Result<Vec<u8>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = group
                 .iter()
@@ -93,6 +109,30 @@ pub(super) fn write_chunks(
     }
     sink.flush().map_err(|e| Error::io(out_name, e))?;
     Ok(pos)
+}
+
+/// Archive bytes of the pieces one batch may hold in memory at once.
+const IN_FLIGHT: u64 = 256 << 20;
+
+/// Consecutive runs of pieces: at most `threads` each, and at most
+/// [`IN_FLIGHT`] archive bytes unless a single piece is larger.
+fn batches<'c, 'a>(chunks: &'c [Chunk<'a>], threads: usize) -> Vec<&'c [Chunk<'a>]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, c) in chunks.iter().enumerate() {
+        let full = i - start == threads || (i > start && bytes + c.layout.size > IN_FLIGHT);
+        if full {
+            out.push(&chunks[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += c.layout.size;
+    }
+    if start < chunks.len() {
+        out.push(&chunks[start..]);
+    }
+    out
 }
 
 /// Encodes the archive of `layout` into `sink`; returns the compressed size.
