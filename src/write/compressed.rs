@@ -56,18 +56,23 @@ pub(super) fn write_chunks(
     };
     let mut sink = BufWriter::with_capacity(1 << 20, out);
     let mut first = true;
+    // The NULs before a piece (none before the first): what the kernel
+    // needs between two streams of this method.
+    let gap = |sink: &mut BufWriter<&File>, pos: u64, first: &mut bool| -> Result<u64> {
+        let pad = if std::mem::take(first) {
+            0
+        } else {
+            crate::plan::gap_before(pos, Some(opts.method), 0)
+        };
+        sink.write_all(&[0u8; 8][..pad as usize])
+            .map_err(|e| Error::io(out_name, e))?;
+        Ok(pad)
+    };
     for group in batches(chunks, opts.threads.max(1) as usize) {
         if let [c] = group {
-            let pad = if first {
-                0
-            } else {
-                crate::plan::gap_before(pos, Some(opts.method), 0)
-            };
-            first = false;
-            sink.write_all(&[0u8; 8][..pad as usize])
-                .map_err(|e| Error::io(out_name, e))?;
+            pos += gap(&mut sink, pos, &mut first)?;
             let piece = &entries[c.entries.clone()];
-            pos += pad + encode_into(&c.layout, piece, &mut sink, out_name, &one)?;
+            pos += encode_into(&c.layout, piece, &mut sink, out_name, &one)?;
             continue;
         }
         let encoded: Vec<Result<Vec<u8>>> = std::thread::scope(|scope| {
@@ -95,16 +100,9 @@ pub(super) fn write_chunks(
         });
         for bytes in encoded {
             let bytes = bytes?;
-            let pad = if first {
-                0
-            } else {
-                crate::plan::gap_before(pos, Some(opts.method), 0)
-            };
-            first = false;
-            sink.write_all(&[0u8; 8][..pad as usize])
-                .and_then(|()| sink.write_all(&bytes))
-                .map_err(|e| Error::io(out_name, e))?;
-            pos += pad + bytes.len() as u64;
+            pos += gap(&mut sink, pos, &mut first)?;
+            sink.write_all(&bytes).map_err(|e| Error::io(out_name, e))?;
+            pos += bytes.len() as u64;
         }
     }
     sink.flush().map_err(|e| Error::io(out_name, e))?;
