@@ -280,3 +280,67 @@ fn durable_builds_write_back_while_copying() {
     assert!(fsyncs >= 2, "{fsyncs} fsync calls");
     assert_eq!(calls(true).0, 0, "--no-sync queues no writeback");
 }
+
+#[test]
+fn sources_are_opened_ahead_once_and_read_in_ahead() {
+    let Some(strace) = support::require_tool("strace", "strace") else {
+        return;
+    };
+    let dir = Scratch::new("faults-readahead");
+    let files = 40;
+    // Larger than the writer's small-file buffer: copied with copy_file_range.
+    let (_, m) = manifests(&dir, files, 100_000)
+        .into_iter()
+        .find(|(c, _)| *c == "none")
+        .unwrap();
+    let log = dir.join("strace.log");
+    let mut cmd = Command::new(&strace);
+    cmd.args([
+        "-f",
+        "-qq",
+        "-e",
+        "trace=open,openat,fadvise64,copy_file_range",
+        "-o",
+    ])
+    .arg(&log)
+    .arg(support::composer_bin())
+    .args(["-q", "build"])
+    .arg(&m)
+    .arg("-o")
+    .arg(dir.join("out.img"));
+    support::run_ok(&mut cmd);
+    let text = fs::read_to_string(&log).unwrap();
+    let is_source =
+        |l: &str| (l.contains(" open(") || l.contains(" openat(")) && l.contains("/data/f");
+    // Each source is opened once, by the writer, and the kernel is asked to read it in.
+    for i in 0..files {
+        let name = format!("/data/f{i}\"");
+        let opens = text
+            .lines()
+            .filter(|l| is_source(l) && l.contains(&name))
+            .count();
+        assert_eq!(opens, 1, "f{i} opened {opens} times:\n{text}");
+    }
+    let advised = text
+        .lines()
+        .filter(|l| l.contains("POSIX_FADV_WILLNEED"))
+        .count();
+    assert!(
+        advised >= files,
+        "{advised} WILLNEED advices for {files} sources"
+    );
+    // Opened ahead: many sources are open before the first byte is copied.
+    let first_copy = text
+        .lines()
+        .position(|l| l.contains("copy_file_range("))
+        .expect("no copy_file_range");
+    let before = text
+        .lines()
+        .take(first_copy)
+        .filter(|l| is_source(l))
+        .count();
+    assert!(
+        before >= 10,
+        "{before} sources opened before the first copy:\n{text}"
+    );
+}
