@@ -2,7 +2,7 @@
 # Speed of `composer gen-init-cpio` against the kernel's usr/gen_init_cpio (6.12) and
 # 3cpio, on Debian's kernel module tree (about 4,000 files, 400 MB), warm cache.
 #
-# Usage: benches/gen-init-cpio.sh [--runs N] [--warmup N] [--work DIR] [--kernel-root DIR]
+# Usage: benches/gen-init-cpio.sh [--runs N] [--warmup N] [--cold] [--work DIR] [--kernel-root DIR]
 #
 #   --work DIR         where lists and archives go (default: ${TMPDIR:-/tmp}/composer-bench);
 #                      the benchmark measures writing to this directory's filesystem
@@ -11,6 +11,8 @@
 #                      this script downloads the current Debian kernel into the work dir
 #   --runs N           hyperfine runs per command (default 10, at least 10)
 #   --warmup N         hyperfine warmup runs (default 2)
+#   --cold             drop the page cache before every run (`echo 3 >
+#                      /proc/sys/vm/drop_caches`, as root): every source is read from disk
 #
 # Needs: cargo, cc, tar, xz, hyperfine, 3cpio (`cargo install threecpio --locked`),
 # /usr/src/linux-source-6.12.tar.xz (Debian package linux-source-6.12), and for the
@@ -28,6 +30,8 @@
 #   composer               composer gen-init-cpio -t 0 -o OUT LIST  (fsync + rename)
 #   3cpio                  3cpio --create OUT < MANIFEST
 #   3cpio + sync           ... && sync OUT                       (durable)
+#   dd                     dd of as many zero bytes as the archive has (the device's own
+#   dd conv=fsync          speed, without and with fsync: the floor of a durable write)
 #
 # Output: hyperfine's table and summary, ratios against gen_init_cpio, and
 # WORK/report.md (table, exact command, date, machine) for book/src/benchmarks.md.
@@ -38,11 +42,13 @@ runs=10
 warmup=2
 work="${TMPDIR:-/tmp}/composer-bench"
 kernel_root=""
+cold=false
 
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
         --warmup) warmup="$2"; shift 2 ;;
+        --cold) cold=true; shift ;;
         --work) work="$2"; shift 2 ;;
         --kernel-root) kernel_root="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
@@ -88,33 +94,7 @@ module_tree
 list="$work/modules.list"
 manifest="$work/modules.manifest"
 echo "== writing $list and $manifest" >&2
-{
-    echo "# $tree of $(basename "$kernel_root"), as usr/gen_initramfs.sh lists a directory"
-    echo "dir /lib 755 0 0"
-    echo "dir /lib/modules 755 0 0"
-    # %y type, %m octal permissions, %s size, %l symlink target; sorted on the path.
-    (cd "$kernel_root" && find "$tree" -printf '%p\t%y\t%m\t%s\t%l\n') | sort -t "$(printf '\t')" -k1,1
-} | awk -F '\t' -v root="$kernel_root" -v list="$list" -v manifest="$manifest" '
-    /^#/ || /^dir / {
-        print > list
-        if (/^dir /) { split($0, w, " "); print "-\t" substr(w[2], 2) "\tdir\t" w[3] "\t0\t0\t0" > manifest }
-        next
-    }
-    {
-        p = $1; t = $2; m = $3; s = $4; l = $5
-        if (t == "f") {
-            print "file /" p " " root "/" p " " m " 0 0" > list
-            print root "/" p "\t" p "\tfile\t" m "\t0\t0\t0\t" s > manifest
-        } else if (t == "d") {
-            print "dir /" p " " m " 0 0" > list
-            print "-\t" p "\tdir\t" m "\t0\t0\t0" > manifest
-        } else if (t == "l") {
-            print "slink /" p " " l " " m " 0 0" > list
-            print "-\t" p "\tlink\t" m "\t0\t0\t0\t" l > manifest
-        } else {
-            print "unexpected file type " t " of " p > "/dev/stderr"; exit 1
-        }
-    }'
+tree_lists "$kernel_root" "$list" "$manifest"
 files=$(grep -c '^file ' "$list")
 bytes=$(awk -F '\t' '$3 == "file" { s += $8 } END { print s }' "$manifest")
 
@@ -131,35 +111,45 @@ n3=$(3cpio --list "$out_3cpio" | wc -l)
 ng=$(3cpio --list "$out_gen" | wc -l)
 [ "$n3" -eq "$ng" ] || die "3cpio archive has $n3 entries, gen_init_cpio's $ng"
 
-# --- warm the cache, then measure ------------------------------------------------------
-cat "$list" > /dev/null
-(cd "$kernel_root" && find "$tree" -type f -exec cat {} + > /dev/null)
+# --- warm the cache (or drop it before every run), then measure ------------------------
+drop=""
+if $cold; then
+    [ -w /proc/sys/vm/drop_caches ] || die "--cold needs root (it writes /proc/sys/vm/drop_caches)"
+    drop=" && echo 3 > /proc/sys/vm/drop_caches"
+else
+    cat "$list" > /dev/null
+    (cd "$kernel_root" && find "$tree" -type f -exec cat {} + > /dev/null)
+fi
 
 G="$gen"; C="$composer"; L="$list"; M="$manifest"
-OG="$out_gen"; OC="$out_composer"; O3="$out_3cpio"
-names=("gen_init_cpio" "composer --no-sync" "3cpio"
-       "gen_init_cpio + sync" "composer (fsync + rename)" "3cpio + sync")
+OG="$out_gen"; OC="$out_composer"; O3="$out_3cpio"; OD="$work/out-dd"
+mib=$(( ($(stat -c %s "$out_gen") + (1 << 20) - 1) >> 20 ))
+DD="dd if=/dev/zero of=$OD bs=1M count=$mib status=none"
+names=("gen_init_cpio" "composer --no-sync" "3cpio" "dd"
+       "gen_init_cpio + sync" "composer (fsync + rename)" "3cpio + sync" "dd conv=fsync")
 cmds=("$G -t 0 $L > $OG"
       "$C gen-init-cpio -t 0 --no-sync -o $OC $L"
       "3cpio --create $O3 < $M"
+      "$DD"
       "$G -t 0 $L > $OG && sync $OG"
       "$C gen-init-cpio -t 0 -o $OC $L"
-      "3cpio --create $O3 < $M && sync $O3")
+      "3cpio --create $O3 < $M && sync $O3"
+      "$DD conv=fsync")
 md="$work/results.md"
 csv="$work/results.csv"
 # Each run writes a fresh path, as a kernel update does: the output is removed and the
 # removal synced before it (overwriting the previous archive would hide the cost of
 # fsync on ext4).
-outs=("$OG" "$OC" "$O3" "$OG" "$OC" "$O3")
+outs=("$OG" "$OC" "$O3" "$OD" "$OG" "$OC" "$O3" "$OD")
 hf=(hyperfine --warmup "$warmup" --runs "$runs" --export-markdown "$md" --export-csv "$csv")
 for i in "${!names[@]}"; do
-    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync" "${cmds[$i]}")
+    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync$drop" "${cmds[$i]}")
 done
 # The command line as one would type it (the paths contain no single quotes).
 shown="hyperfine --warmup $warmup --runs $runs --export-markdown $md --export-csv $csv"
 for i in "${!names[@]}"; do
     shown+=" \\
-  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync' '${cmds[$i]}'"
+  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync$drop' '${cmds[$i]}'"
 done
 echo "== $shown" >&2
 "${hf[@]}"
@@ -172,10 +162,11 @@ ratios=$(awk -F, '
         printf "| Command | mean [s] | vs gen_init_cpio (same durability) | vs composer (same durability) |\n"
         printf "|:---|---:|---:|---:|\n"
         for (i = 2; i <= NR; i++) {
-            base = (i <= 4) ? 2 : 5        # first three: not durable; last three: durable
-            comp = (i <= 4) ? 3 : 6
+            base = (i <= 5) ? 2 : 6        # first four: not durable; last four: durable
+            comp = (i <= 5) ? 3 : 7
             printf "| %s | %.3f | %.2fx | %.2fx |\n", name[i], mean[i], mean[i] / mean[base], mean[i] / mean[comp]
         }
+        printf "\nWhat durability costs (durable / not durable): composer %.2fx, dd %.2fx; durable composer / dd conv=fsync %.2fx\n", mean[7] / mean[3], mean[9] / mean[5], mean[7] / mean[9]
     }' "$csv")
 echo
 echo "Ratios of mean times (below 1 is faster):"
@@ -195,7 +186,7 @@ report="$work/report.md"
     echo "Tools: composer $("$composer" --version | awk '{print $2}') (release build), gen_init_cpio from linux-source-6.12 (cc -O2), $(3cpio --version)."
     echo
     echo '```sh'
-    echo "benches/gen-init-cpio.sh --runs $runs --warmup $warmup"
+    echo "benches/gen-init-cpio.sh --runs $runs --warmup $warmup$($cold && echo " --cold")"
     echo "# which runs:"
     echo "$shown" | sed "s|$work|\$WORK|g; s|$repo/|./|g"
     echo '```'

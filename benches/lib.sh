@@ -43,3 +43,47 @@ module_tree() {
     [ -n "$kver" ] || die "no lib/modules/<version> in $kernel_root"
     tree="lib/modules/$kver"
 }
+
+# Lists `tree` under ROOT twice: as a gen_init_cpio list (what usr/gen_initramfs.sh makes
+# of a directory: `find` output sorted in the C locale, parents before children) and as
+# a 3cpio manifest with every field given (type, mode, owner, mtime 0, size), so that
+# 3cpio need not stat for them either. Sources are named under ROOT.
+# Usage: tree_lists ROOT LIST MANIFEST
+tree_lists() {
+    local root="$1" list="$2" manifest="$3"
+    {
+        echo "# $tree of $(basename "$root"), as usr/gen_initramfs.sh lists a directory"
+        echo "dir /lib 755 0 0"
+        echo "dir /lib/modules 755 0 0"
+        # %y type, %m octal permissions, %s size, %l symlink target; sorted on the path.
+        (cd "$root" && find "$tree" -printf '%p\t%y\t%m\t%s\t%l\n') | LC_ALL=C sort -t "$(printf '\t')" -k1,1
+    } | awk -F '\t' -v root="$root" -v list="$list" -v manifest="$manifest" '
+        /^#/ || /^dir / {
+            print > list
+            if (/^dir /) { split($0, w, " "); print "-\t" substr(w[2], 2) "\tdir\t" w[3] "\t0\t0\t0" > manifest }
+            next
+        }
+        {
+            p = $1; t = $2; m = $3; s = $4; l = $5
+            if (t == "f") {
+                print "file /" p " " root "/" p " " m " 0 0" > list
+                print root "/" p "\t" p "\tfile\t" m "\t0\t0\t0\t" s > manifest
+            } else if (t == "d") {
+                print "dir /" p " " m " 0 0" > list
+                print "-\t" p "\tdir\t" m "\t0\t0\t0" > manifest
+            } else if (t == "l") {
+                print "slink /" p " " l " " m " 0 0" > list
+                print "-\t" p "\tlink\t" m "\t0\t0\t0\t" l > manifest
+            } else {
+                print "unexpected file type " t " of " p > "/dev/stderr"; exit 1
+            }
+        }'
+}
+
+# For --cold: sets `drop` to a command for hyperfine's --prepare that empties the page
+# cache, so that every run reads its sources, manifests and programs from disk (root
+# only). It is written to work with and without hyperfine's shell (-N).
+cold_cache() {
+    [ -w /proc/sys/vm/drop_caches ] || die "--cold needs root (it writes /proc/sys/vm/drop_caches)"
+    drop="sh -c 'sync && echo 3 > /proc/sys/vm/drop_caches'"
+}

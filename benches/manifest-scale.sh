@@ -4,9 +4,11 @@
 # Debian's module tree (every directory and file of lib/modules/<ver> as its own
 # table, as a distribution converting a gen_init_cpio list gets it).
 #
-# Usage: benches/manifest-scale.sh [--runs N] [--work DIR] [--kernel-root DIR]
+# Usage: benches/manifest-scale.sh [--runs N] [--cold] [--work DIR] [--kernel-root DIR]
 #
 #   --runs N           hyperfine runs per command (default 10)
+#   --cold             drop the page cache before every run (root): the manifest and
+#                      the program are read from disk
 #   --work DIR         where the manifests go (default: ${TMPDIR:-/tmp}/composer-manifest-scale)
 #   --kernel-root DIR  a `dpkg -x` of a linux-image package (default: the test suite's
 #                      cached one, else the current Debian kernel is downloaded)
@@ -15,8 +17,9 @@
 # to read, so the figures are the loader's and the lowering's), one table per entry in
 # TOML (`[[dir]]`, `[[symlink]]`) and one mapping per entry in YAML.
 #
-# Exits non-zero when a target is missed: 200,000 entries in under 2 s in either
-# format, the imported module-tree manifest in under 0.1 s (means of the runs).
+# Exits non-zero when a target is missed (warm runs; --cold runs are reported only):
+# 200,000 entries in under 2 s in either format, the imported module-tree manifest in
+# under 0.1 s (means of the runs).
 #
 # Needs: cargo, hyperfine, python3, and for the download apt-get, apt-cache and dpkg.
 # Output: hyperfine's table, WORK/report.md (the table with peak memory of one run
@@ -27,12 +30,14 @@ set -euo pipefail
 runs=10
 work="${TMPDIR:-/tmp}/composer-manifest-scale"
 kernel_root=
+cold=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
+        --cold) cold=true; shift ;;
         --work) work="$2"; shift 2 ;;
         --kernel-root) kernel_root="$2"; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--work DIR] [--kernel-root DIR]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--runs N] [--cold] [--work DIR] [--kernel-root DIR]" >&2; exit 2 ;;
     esac
 done
 
@@ -45,6 +50,8 @@ need hyperfine "Debian package hyperfine"
 need python3
 build_composer
 module_tree
+drop=true
+! $cold || cold_cache
 
 echo "== writing manifests into $work" >&2
 for n in 1000 10000 100000 200000; do
@@ -80,7 +87,7 @@ for n in 1000 10000 100000 200000; do
 done
 names+=("imported") cmds+=("$composer check $work/imported.toml")
 
-hf=(hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/times.json" --export-markdown "$work/times.md")
+hf=(hyperfine -N --warmup 1 --runs "$runs" --prepare "$drop" --export-json "$work/times.json" --export-markdown "$work/times.md")
 for i in "${!cmds[@]}"; do hf+=(-n "${names[$i]}" "${cmds[$i]}"); done
 "${hf[@]}" >&2
 
@@ -93,7 +100,7 @@ if [ -x /usr/bin/time ]; then
     done
 fi
 
-python3 - "$work" "$imported_entries" "$kver" "$runs" "$(declare -p rss)" <<'PY'
+COLD="$($cold && echo " --cold" || true)" python3 - "$work" "$imported_entries" "$kver" "$runs" "$(declare -p rss)" <<'PY'
 import json, os, sys, re
 work, imported, kver, runs, rss_decl = sys.argv[1:6]
 rss = {k: v for _, k, v in re.findall(r'\[("?)([^"\]]+)\1\]="(\d+)"', rss_decl)}
@@ -115,9 +122,11 @@ if r["mean"] >= 0.1:
     fail.append(f"imported: {r['mean']:.3f} s (target < 0.1 s)")
 table = "\n".join(rows)
 with open(f"{work}/report.md", "w") as f:
-    f.write(f"`benches/manifest-scale.sh --runs {runs}`\n\n{table}\n")
+    f.write(f"`benches/manifest-scale.sh --runs {runs}{os.environ.get('COLD', '')}`\n\n{table}\n")
 print(table)
 if fail:
-    print("missed:\n  " + "\n  ".join(fail), file=sys.stderr)
-    sys.exit(1)
+    cold = bool(os.environ.get("COLD"))
+    print(("over target (cold: reported, not judged):" if cold else "missed:") + "\n  " + "\n  ".join(fail), file=sys.stderr)
+    if not cold:
+        sys.exit(1)
 PY

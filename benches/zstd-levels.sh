@@ -5,10 +5,12 @@
 # warm cache, no fsync (the figures are the compressor's), with the encoder's threads
 # at their default (one per core).
 #
-# Usage: benches/zstd-levels.sh [--runs N] [--levels "1 3 ..."] [--work DIR] [--kernel-root DIR]
+# Usage: benches/zstd-levels.sh [--runs N] [--levels "1 3 ..."] [--cold] [--work DIR] [--kernel-root DIR]
 #
 #   --runs N           hyperfine runs per level (default 3; level 19 takes a minute)
 #   --levels LIST      the levels (default "1 2 3 4 6 9 12 15 19")
+#   --cold             drop the page cache before every run (root): programs, libraries
+#                      and modules are read from disk
 #   --work DIR         where the images go (default: ${TMPDIR:-/tmp}/composer-zstd-levels)
 #   --kernel-root DIR  a `dpkg -x` of a linux-image package (default: the test suite's
 #                      cached one, else the current Debian kernel is downloaded)
@@ -23,13 +25,15 @@ runs=3
 levels="1 2 3 4 6 9 12 15 19"
 work="${TMPDIR:-/tmp}/composer-zstd-levels"
 kernel_root=
+cold=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
         --levels) levels="$2"; shift 2 ;;
+        --cold) cold=true; shift ;;
         --work) work="$2"; shift 2 ;;
         --kernel-root) kernel_root="$2"; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--levels LIST] [--work DIR] [--kernel-root DIR]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--runs N] [--levels LIST] [--cold] [--work DIR] [--kernel-root DIR]" >&2; exit 2 ;;
     esac
 done
 
@@ -42,6 +46,8 @@ need hyperfine "Debian package hyperfine"
 need python3
 build_composer
 module_tree
+drop=true
+! $cold || cold_cache
 
 hf=(hyperfine --warmup 0 --runs "$runs" --export-json "$work/times.json")
 for l in $levels; do
@@ -53,12 +59,12 @@ name = "main"
 compression = "zstd"
 level = $l
 TOML
-    hf+=(-n "$l" --prepare "rm -f $work/level-$l.img"
+    hf+=(-n "$l" --prepare "rm -f $work/level-$l.img && $drop"
         "$composer -q build $work/level-$l.toml --kver $kver --kmoddir $kernel_root/$tree -o $work/level-$l.img --no-sync")
 done
 "${hf[@]}" >&2
 
-python3 - "$work" "$runs" "$kver" "$levels" <<'PY'
+COLD="$($cold && echo " --cold" || true)" python3 - "$work" "$runs" "$kver" "$levels" <<'PY'
 import json, os, sys
 work, runs, kver, levels = sys.argv[1:5]
 levels = levels.split()
@@ -74,6 +80,6 @@ for l in levels:
                 f"{size[l] / ref_size:.3f}x | {r['mean'] / ref_time:.2f}x |")
 table = "\n".join(rows)
 with open(f"{work}/report.md", "w") as f:
-    f.write(f"`benches/zstd-levels.sh --runs {runs}`, the generic image of {kver}\n\n{table}\n")
+    f.write(f"`benches/zstd-levels.sh --runs {runs}{os.environ.get('COLD', '')}`, the generic image of {kver}\n\n{table}\n")
 print(table)
 PY
