@@ -80,7 +80,7 @@ fn main() {
                 entries.push(Entry::new(
                     file,
                     Kind::File {
-                        source,
+                        source: source.into(),
                         links: vec![],
                     },
                     0o644,

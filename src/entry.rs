@@ -94,7 +94,9 @@ pub enum Kind {
     /// A regular file. `links` are further names of the same inode; as in
     /// gen_init_cpio the data goes on the last name written.
     File {
-        source: Source,
+        /// Boxed: most entries of a large image are not files, and every
+        /// entry is as large as the largest kind.
+        source: Box<Source>,
         links: Vec<ImagePath>,
     },
     Dir,

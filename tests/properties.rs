@@ -145,7 +145,7 @@ fn entries(
                 }
                 content.insert(path.clone(), data);
                 Kind::File {
-                    source: Source::from_metadata(src, &meta),
+                    source: Source::from_metadata(src, &meta).into(),
                     links: link_names,
                 }
             }

@@ -177,7 +177,10 @@ fn handle(kind: &str, args: &[u8], origin: &Origin, env: EnvLookup) -> Result<En
             Ok(entry(
                 origin,
                 name,
-                Kind::File { source, links },
+                Kind::File {
+                    source: source.into(),
+                    links,
+                },
                 mode,
                 uid,
                 gid,

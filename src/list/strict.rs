@@ -214,7 +214,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
             Entry::new(
                 name.clone(),
                 Kind::File {
-                    source: Source::unresolved(path),
+                    source: Source::unresolved(path).into(),
                     links,
                 },
                 0,

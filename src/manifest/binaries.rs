@@ -89,7 +89,7 @@ pub(super) fn add_all(
                     dest,
                     mode: modes.of(None, &st.meta),
                     kind: Kind::File {
-                        source: crate::resolve::file_source(source, &st, origin)?,
+                        source: crate::resolve::file_source(source, &st, origin)?.into(),
                         links: vec![],
                     },
                     origin: origin.clone(),

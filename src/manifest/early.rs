@@ -250,7 +250,7 @@ fn gather_early(
         Entry::new(
             ImagePath::generated(name),
             Kind::File {
-                source,
+                source: source.into(),
                 links: vec![],
             },
             0o644,

@@ -99,6 +99,9 @@ pub(super) struct Lowerer<'a> {
     file_modes: FileModes,
     dir_mode: u32,
     source_mtimes: bool,
+    /// One shared copy of each fixed rule name ("dir", "symlink", ...) for
+    /// the origins of the entries they make.
+    words: Vec<(&'static str, Arc<str>)>,
 }
 
 /// A manifest path in normal form (see [`ImagePath::normalise`]).
@@ -158,6 +161,22 @@ impl Lowerer<'_> {
         o
     }
 
+    /// [`Self::origin`] for a rule named by a fixed word, sharing one copy
+    /// of the word between all its entries.
+    fn word_origin(&mut self, doc: &Doc, pos: Pos, word: &'static str) -> Origin {
+        let rule = match self.words.iter().find(|(w, _)| *w == word) {
+            Some((_, name)) => name.clone(),
+            None => {
+                let name: Arc<str> = Arc::from(word);
+                self.words.push((word, name.clone()));
+                name
+            }
+        };
+        let mut o = doc.origin(pos);
+        o.rule = Some(rule);
+        o
+    }
+
     fn push(&mut self, item: Item) {
         self.items.push(item);
     }
@@ -206,7 +225,7 @@ impl Lowerer<'_> {
             let source = crate::resolve::file_source(host, &st, origin)?;
             (
                 Kind::File {
-                    source,
+                    source: source.into(),
                     links: vec![],
                 },
                 self.file_mode(None, meta),
@@ -359,7 +378,7 @@ impl Lowerer<'_> {
                     let dest = normalise(&dst, &doc.origin(dst_at))?;
                     let source = crate::resolve::file_source(&host, &st, &origin)?;
                     let kind = Kind::File {
-                        source,
+                        source: source.into(),
                         links: vec![],
                     };
                     let mode = self.file_mode(r.mode, &st.meta);
@@ -370,7 +389,7 @@ impl Lowerer<'_> {
                 R::Dir(i) => {
                     let r = &m.dir[i].value;
                     let path = self.text(doc, &r.path)?;
-                    let origin = Self::origin(doc, pos, "dir");
+                    let origin = self.word_origin(doc, pos, "dir");
                     let dest = normalise(&path, &doc.origin(r.path.pos))?;
                     self.push(Item::declared(
                         dest,
@@ -384,7 +403,7 @@ impl Lowerer<'_> {
                     let r = &m.symlink[i].value;
                     let path = self.text(doc, &r.path)?;
                     let target = self.text(doc, &r.target)?;
-                    let origin = Self::origin(doc, pos, "symlink");
+                    let origin = self.word_origin(doc, pos, "symlink");
                     if target.is_empty() || target.len() + 1 > PATH_MAX {
                         return Err(Error::at(
                             doc.origin(r.target.pos),
@@ -414,15 +433,15 @@ impl Lowerer<'_> {
                 }
                 R::Hardlink(i) => {
                     let r = &m.hardlink[i].value;
-                    let origin = Self::origin(doc, pos, "hardlink");
+                    let origin = self.word_origin(doc, pos, "hardlink");
                     let path = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
-                    let target_at = Self::origin(doc, r.target.pos, "hardlink");
+                    let target_at = self.word_origin(doc, r.target.pos, "hardlink");
                     let target = normalise(&self.text(doc, &r.target)?, &target_at)?;
                     self.hardlinks.push((path, target, origin, target_at));
                 }
                 R::Node(i) => {
                     let r = &m.node[i].value;
-                    let origin = Self::origin(doc, pos, "node");
+                    let origin = self.word_origin(doc, pos, "node");
                     let dest = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
                     let kind = match r.kind {
                         super::model::NodeType::Char => DeviceKind::Char,
@@ -441,7 +460,7 @@ impl Lowerer<'_> {
                         R::Pipe(_) => (&m.pipe[i].value, Kind::Pipe, "pipe"),
                         _ => (&m.socket[i].value, Kind::Socket, "socket"),
                     };
-                    let origin = Self::origin(doc, pos, word);
+                    let origin = self.word_origin(doc, pos, word);
                     let dest = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
                     self.push(Item::declared(
                         dest,
@@ -718,6 +737,7 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
         file_modes,
         dir_mode: d.dir_mode.map_or(0o755, |m| m.0),
         source_mtimes: fixed.is_none(),
+        words: Vec::new(),
     };
     for doc in &loaded.docs {
         lw.rules(doc)?;
@@ -741,48 +761,7 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
     let mut items = std::mem::take(&mut lw.items);
 
     // Merged /usr: rewrite destinations through directory symlinks of the image.
-    let dirs: std::collections::HashSet<Vec<u8>> = items
-        .iter()
-        .filter(|i| i.kind == Kind::Dir)
-        .map(|i| i.dest.clone())
-        .collect();
-    // Every directory some item is placed under, and what each path is.
-    let mut ancestors: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    let mut non_dirs: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    for i in &items {
-        let mut p = parent(&i.dest);
-        while let Some(d) = p {
-            if !ancestors.insert(d) {
-                break;
-            }
-            p = parent(d);
-        }
-        if i.kind != Kind::Dir {
-            non_dirs.insert(&i.dest);
-        }
-    }
-    let mut links: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-    for i in &items {
-        if let Kind::Symlink { target } = &i.kind {
-            let joined = if target.starts_with(b"/") {
-                target.clone()
-            } else {
-                let mut j = parent(&i.dest).unwrap_or(b"").to_vec();
-                j.push(b'/');
-                j.extend_from_slice(target);
-                j
-            };
-            if let Ok(t) = normalise(&joined, &i.origin) {
-                // A link to a directory of the image, or one that entries are
-                // placed under (its target then becomes their parent).
-                let used = ancestors.contains(i.dest.as_slice());
-                if dirs.contains(&t) || (used && !non_dirs.contains(t.as_slice())) {
-                    links.insert(i.dest.clone(), t);
-                }
-            }
-        }
-    }
-    drop((ancestors, non_dirs));
+    let links = dir_links(&items);
     if !links.is_empty() {
         for i in &mut items {
             i.dest = through_links(&i.dest, &links);
@@ -794,33 +773,34 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
     }
 
     // Duplicates: merge identical ones, let declared directories win over
-    // implied ones, report real conflicts.
-    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut kept: Vec<Item> = Vec::with_capacity(items.len());
-    for item in items {
-        match index.get(&item.dest) {
-            None => {
-                index.insert(item.dest.clone(), kept.len());
-                kept.push(item);
+    // implied ones, report real conflicts. In place: the first `kept`
+    // items are the ones kept, in their order.
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::with_capacity(items.len());
+    let mut kept = 0;
+    for r in 0..items.len() {
+        let Some(&k) = index.get(&items[r].dest) else {
+            index.insert(items[r].dest.clone(), kept);
+            items.swap(kept, r);
+            kept += 1;
+            continue;
+        };
+        // k < kept <= r: the item kept before, and this one.
+        let (head, tail) = items.split_at_mut(r);
+        let (old, item) = (&mut head[k], &mut tail[0]);
+        if old.kind == Kind::Dir && item.kind == Kind::Dir {
+            if item.claim == Claim::Declared && old.claim == Claim::Implied {
+                std::mem::swap(old, item);
+            } else if item.claim == Claim::Declared && !same(old, item) {
+                return Err(conflict(item, old));
             }
-            Some(&k) => {
-                let old = &mut kept[k];
-                if old.kind == Kind::Dir && item.kind == Kind::Dir {
-                    if item.claim == Claim::Declared && old.claim == Claim::Implied {
-                        let keep_origin = old.origin.clone();
-                        *old = item;
-                        let _ = keep_origin;
-                    } else if item.claim == Claim::Declared && !same(old, &item) {
-                        return Err(conflict(&item, old));
-                    }
-                    continue;
-                }
-                if !same(old, &item) {
-                    return Err(conflict(&item, old));
-                }
-            }
+            continue;
+        }
+        if !same(old, item) {
+            return Err(conflict(item, old));
         }
     }
+    items.truncate(kept);
+    let mut kept = items;
 
     // Hardlinks: each name joins the file it targets.
     for (name, target, origin, target_at) in std::mem::take(&mut lw.hardlinks) {
@@ -852,53 +832,69 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
         index.insert(name, k);
     }
 
-    // Parents.
+    // Parents, and the entries. `index` names every path of a kept item
+    // (hardlink names too); what is written so far is `emitted` for those
+    // and `implied` for the parents created here.
     let parents = loaded.image.parents.unwrap_or(true);
     let order = loaded.image.order.unwrap_or(Order::Sorted);
-    let mut out: Vec<Item> = Vec::with_capacity(kept.len());
-    let mut present: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-    let names_of = |i: &Item| -> Vec<Vec<u8>> {
-        let mut v = vec![i.dest.clone()];
-        if let Kind::File { links, .. } = &i.kind {
-            v.extend(links.iter().map(|l| l.to_vec()));
-        }
-        v
-    };
-    let kinds: HashMap<Vec<u8>, bool> = kept
-        .iter()
-        .flat_map(|i| {
-            names_of(i)
-                .into_iter()
-                .map(move |n| (n, i.kind == Kind::Dir))
+    let is_dir: Vec<bool> = kept.iter().map(|i| i.kind == Kind::Dir).collect();
+    let mut emitted = vec![false; kept.len()];
+    let mut implied: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+    let uid = d.uid.unwrap_or(0);
+    let gid = d.gid.unwrap_or(0);
+    let entry = |i: Item| -> Result<Entry> {
+        Ok(Entry {
+            name: ImagePath::checked(i.dest, &i.origin)?,
+            mode: i.mode,
+            uid: i.uid.unwrap_or(uid),
+            gid: i.gid.unwrap_or(gid),
+            mtime: fixed.or(i.mtime).or(match i.kind {
+                Kind::File { .. } => None,
+                _ => Some(0),
+            }),
+            kind: i.kind,
+            align: i.align,
+            origin: i.origin,
         })
-        .collect();
-    for item in kept {
+    };
+    let mut entries: Vec<Entry> = Vec::with_capacity(kept.len());
+    // Taken from the front, and the list shrunk as it empties, so that the
+    // items and the entries made of them are not both held whole.
+    kept.reverse();
+    let mut k = 0;
+    while let Some(item) = kept.pop() {
+        if kept.len() < kept.capacity() / 2 {
+            kept.shrink_to_fit();
+        }
         if parents {
-            for name in names_of(&item) {
+            for name in names(&item) {
                 let mut missing = Vec::new();
-                let mut p = parent(&name);
+                let mut p = parent(name);
                 while let Some(dir) = p {
-                    if dir.is_empty() || present.contains(dir) {
+                    if dir.is_empty() {
                         break;
                     }
-                    match kinds.get(dir) {
-                        Some(true) if order == Order::Sorted => break, // declared; sorting puts it first
-                        Some(true) => {}
-                        Some(false) => {
+                    match index.get(dir) {
+                        Some(&at) if emitted[at] => break,
+                        // Declared; sorting puts it first.
+                        Some(&at) if is_dir[at] && order == Order::Sorted => break,
+                        Some(&at) if is_dir[at] => {}
+                        Some(_) => {
                             return Err(Error::at(
                                 item.origin.clone(),
-                                format!("`/{}` needs the directory `/{}`, but that path is not a directory in the image", escape(&name), escape(dir)),
+                                format!("`/{}` needs the directory `/{}`, but that path is not a directory in the image", escape(name), escape(dir)),
                             ))
                         }
+                        None if implied.contains(dir) => break,
                         None => missing.push(dir.to_vec()),
                     }
                     p = parent(dir);
                 }
                 for dir in missing.into_iter().rev() {
-                    if kinds.contains_key(&dir) || !present.insert(dir.clone()) {
+                    if !implied.insert(dir.clone()) {
                         continue;
                     }
-                    out.push(Item {
+                    entries.push(entry(Item {
                         dest: dir,
                         kind: Kind::Dir,
                         mode: lw.dir_mode,
@@ -908,47 +904,93 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
                         align: AlignHint::Default,
                         origin: item.origin.clone(),
                         claim: Claim::Implied,
-                    });
+                    })?);
                 }
             }
         }
-        for n in names_of(&item) {
-            present.insert(n);
-        }
-        out.push(item);
+        emitted[k] = true;
+        k += 1;
+        entries.push(entry(item)?);
     }
+    drop((index, implied));
     if order == Order::Sorted {
         // A hardlink group sorts at its greatest name, after all its parents.
-        let key = |i: &Item| names_of(i).into_iter().max().unwrap_or_default();
-        out.sort_by_cached_key(key);
+        entries.sort_by(|a, b| greatest_name(a).cmp(greatest_name(b)));
     }
-
-    let uid = d.uid.unwrap_or(0);
-    let gid = d.gid.unwrap_or(0);
-    let entries = out
-        .into_iter()
-        .map(|i| {
-            Ok(Entry {
-                name: ImagePath::checked(i.dest, &i.origin)?,
-                mode: i.mode,
-                uid: i.uid.unwrap_or(uid),
-                gid: i.gid.unwrap_or(gid),
-                mtime: fixed.or(i.mtime).or(match i.kind {
-                    Kind::File { .. } => None,
-                    _ => Some(0),
-                }),
-                kind: i.kind,
-                align: i.align,
-                origin: i.origin,
-            })
-        })
-        .collect::<Result<Vec<Entry>>>()?;
     Ok(Lowered {
         entries,
         elf,
         warnings: lw.warnings,
         links,
     })
+}
+
+/// Every name of an item: its destination, and a file's hardlinks.
+fn names(i: &Item) -> impl Iterator<Item = &[u8]> {
+    let links: &[ImagePath] = match &i.kind {
+        Kind::File { links, .. } => links,
+        _ => &[],
+    };
+    std::iter::once(i.dest.as_slice()).chain(links.iter().map(|l| l.as_bytes()))
+}
+
+/// The greatest name of an entry (its own, or a hardlink's).
+fn greatest_name(e: &Entry) -> &[u8] {
+    let links: &[ImagePath] = match &e.kind {
+        Kind::File { links, .. } => links,
+        _ => &[],
+    };
+    links
+        .iter()
+        .map(|l| l.as_bytes())
+        .fold(e.name.as_bytes(), |a, b| a.max(b))
+}
+
+/// The image's directory symlinks (merged /usr): link -> target, for each
+/// symlink to a directory of the image, or one that items are placed under.
+fn dir_links(items: &[Item]) -> HashMap<Vec<u8>, Vec<u8>> {
+    let dirs: std::collections::HashSet<&[u8]> = items
+        .iter()
+        .filter(|i| i.kind == Kind::Dir)
+        .map(|i| i.dest.as_slice())
+        .collect();
+    // Every directory some item is placed under, and what each path is.
+    let mut ancestors: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let mut non_dirs: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for i in items {
+        let mut p = parent(&i.dest);
+        while let Some(d) = p {
+            if !ancestors.insert(d) {
+                break;
+            }
+            p = parent(d);
+        }
+        if i.kind != Kind::Dir {
+            non_dirs.insert(&i.dest);
+        }
+    }
+    let mut links: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    for i in items {
+        if let Kind::Symlink { target } = &i.kind {
+            let joined = if target.starts_with(b"/") {
+                target.clone()
+            } else {
+                let mut j = parent(&i.dest).unwrap_or(b"").to_vec();
+                j.push(b'/');
+                j.extend_from_slice(target);
+                j
+            };
+            if let Ok(t) = normalise(&joined, &i.origin) {
+                // A link to a directory of the image, or one that entries are
+                // placed under (its target then becomes their parent).
+                let used = ancestors.contains(i.dest.as_slice());
+                if dirs.contains(t.as_slice()) || (used && !non_dirs.contains(t.as_slice())) {
+                    links.insert(i.dest.clone(), t);
+                }
+            }
+        }
+    }
+    links
 }
 
 fn conflict(new: &Item, old: &Item) -> Error {

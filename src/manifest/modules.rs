@@ -242,7 +242,7 @@ fn file_item(
     out.push(Added {
         dest: dest.into_bytes(),
         kind: Kind::File {
-            source: crate::resolve::file_source(host, &st, origin)?,
+            source: crate::resolve::file_source(host, &st, origin)?.into(),
             links: Vec::new(),
         },
         mode: modes.of(None, &st.meta),

@@ -474,7 +474,7 @@ mod tests {
         e(
             name,
             Kind::File {
-                source: Source::unresolved(PathBuf::from("/x")),
+                source: Source::unresolved(PathBuf::from("/x")).into(),
                 links: vec![],
             },
         )

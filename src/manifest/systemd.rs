@@ -105,7 +105,8 @@ fn take(root: &Root, inside: &str, origin: &Origin, out: &mut Vec<Added>) -> Res
                     nofollow: true,
                 },
                 origin,
-            )?,
+            )?
+            .into(),
             links: Vec::new(),
         }
     };

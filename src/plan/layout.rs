@@ -327,7 +327,7 @@ pub(crate) fn test_file(name: &str, size: u64) -> Entry {
     Entry::new(
         crate::path::ImagePath::generated(name),
         Kind::File {
-            source,
+            source: source.into(),
             links: vec![],
         },
         0o644,

@@ -88,7 +88,7 @@ pub fn stat_sources(entries: &mut [Entry], compat: bool) -> Result<()> {
             )
             .with_hint("use `nod`, `pipe` or `sock` lines for special files"));
         }
-        *source = file_source(&source.path, &st, &e.origin)?;
+        **source = file_source(&source.path, &st, &e.origin)?;
     }
     Ok(())
 }
