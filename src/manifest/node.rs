@@ -121,35 +121,265 @@ impl<'t> Lines<'t> {
 pub mod toml_doc {
     use super::*;
     use toml::de::{DeTable, DeValue};
+    use toml_parser::lexer::TokenKind;
 
+    /// Parses a TOML document. A manifest of many `[[file]]`, `[[dir]]`, ...
+    /// tables is parsed table by table (see [`by_tables`]), so that the toml
+    /// crate's document (about 1 KB per table) is never held whole; any
+    /// other document, and any document with an error, is parsed whole, and
+    /// both give the same tree.
     pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+        let lines = Lines::new(text);
+        if let Some(node) = by_tables(text, &lines) {
+            return Ok(node);
+        }
+        whole(text, &lines)
+    }
+
+    /// The whole document at once.
+    pub fn whole(text: &str, lines: &Lines) -> Result<Node, SyntaxError> {
         let table = DeTable::parse(text).map_err(|e| SyntaxError {
-            pos: e.span().map(|s| pos_of(text, s.start)),
+            pos: e.span().map(|s| lines.pos(s.start)),
             message: e.message().trim_end().to_string(),
         })?;
         let span = table.span();
-        let lines = Lines::new(text);
-        Ok(convert_table(&lines, table.into_inner(), span.start))
+        let at = Locate {
+            lines,
+            pieces: &[(0, 0)],
+        };
+        Ok(convert_table(&at, table.into_inner(), span.start))
     }
 
-    fn convert_table(lines: &Lines, table: DeTable<'_>, start: usize) -> Node {
-        let mut entries = Vec::new();
+    /// Offsets of a parsed text to positions in the manifest: `pieces` are
+    /// (offset in the parsed text, offset in the manifest) where each
+    /// copied piece starts.
+    struct Locate<'a, 't> {
+        lines: &'a Lines<'t>,
+        pieces: &'a [(usize, usize)],
+    }
+
+    impl Locate<'_, '_> {
+        fn pos(&self, offset: usize) -> Pos {
+            let i = self.pieces.partition_point(|&(at, _)| at <= offset).max(1) - 1;
+            let (at, orig) = self.pieces[i];
+            self.lines.pos(orig + (offset - at))
+        }
+    }
+
+    /// A table header: where its `[` is, whether it is `[[...]]`, its first
+    /// key when that is a bare key, and whether it has more keys.
+    struct Header<'t> {
+        start: usize,
+        array: bool,
+        first: Option<&'t str>,
+        dotted: bool,
+    }
+
+    /// The headers of a document, from its tokens: a `[` that starts a line
+    /// outside a value. None for anything unusual (a quoted first key, a
+    /// header the lexer cannot make sense of): the caller parses whole.
+    fn headers(text: &str) -> Option<Vec<Header<'_>>> {
+        let source = toml_parser::Source::new(text);
+        let mut tokens = source
+            .lex()
+            .filter(|t| !matches!(t.kind(), TokenKind::Whitespace | TokenKind::Comment))
+            .peekable();
+        let mut out = Vec::new();
+        let mut line_start = true;
+        let mut in_value = false;
+        let mut depth = 0usize;
+        while let Some(t) = tokens.next() {
+            match t.kind() {
+                TokenKind::Eof => break,
+                TokenKind::Newline => {
+                    if depth == 0 {
+                        in_value = false;
+                        line_start = true;
+                    }
+                    continue;
+                }
+                TokenKind::LeftSquareBracket if line_start && !in_value => {
+                    let start = t.span().start();
+                    let array = tokens.next_if(|n| {
+                        n.kind() == TokenKind::LeftSquareBracket && n.span().start() == start + 1
+                    });
+                    let key = tokens.next()?;
+                    let first = match key.kind() {
+                        TokenKind::Atom => Some(&text[key.span().start()..key.span().end()]),
+                        _ => return None,
+                    };
+                    let mut dotted = false;
+                    loop {
+                        let n = tokens.next()?;
+                        match n.kind() {
+                            TokenKind::RightSquareBracket => break,
+                            TokenKind::Dot | TokenKind::Atom => dotted = true,
+                            TokenKind::BasicString | TokenKind::LiteralString => dotted = true,
+                            _ => return None,
+                        }
+                    }
+                    if array.is_some() {
+                        let n = tokens.next()?;
+                        if n.kind() != TokenKind::RightSquareBracket {
+                            return None;
+                        }
+                    }
+                    out.push(Header {
+                        start,
+                        array: array.is_some(),
+                        first,
+                        dotted,
+                    });
+                }
+                TokenKind::Equals if depth == 0 => in_value = true,
+                TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket if in_value => {
+                    depth += 1
+                }
+                TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket if in_value => {
+                    depth = depth.checked_sub(1)?
+                }
+                _ => {}
+            }
+            line_start = false;
+        }
+        Some(out)
+    }
+
+    /// The document as separate parses: each `[[name]]` table (a top-level
+    /// array of tables named by a bare key, with no `[name.sub]` or other
+    /// header under that name, and no `name` in the rest) on its own, and
+    /// the rest of the document together. None when that is not possible
+    /// or a piece fails: the whole document is then parsed, which gives
+    /// the error the toml crate gives.
+    pub fn by_tables(text: &str, lines: &Lines) -> Option<Node> {
+        let headers = headers(text)?;
+        let simple = |h: &Header| h.array && !h.dotted;
+        // Names whose every header is a plain `[[name]]` (sets: a hostile
+        // manifest may have a hundred thousand names).
+        let other: std::collections::HashSet<&str> = headers
+            .iter()
+            .filter(|h| !simple(h))
+            .filter_map(|h| h.first)
+            .collect();
+        let mut names: Vec<&str> = headers
+            .iter()
+            .filter(|h| simple(h))
+            .filter_map(|h| h.first)
+            .filter(|n| !other.contains(n))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return None;
+        }
+        let detached = |h: &Header| -> Option<usize> {
+            if !simple(h) {
+                return None;
+            }
+            names.binary_search(&h.first?).ok()
+        };
+        // The rest of the text, and where its pieces came from.
+        let mut rest = String::new();
+        let mut pieces = Vec::new();
+        // Per name: the positions of its key and its list (from its first
+        // table), and its tables.
+        let mut arrays: Vec<(Pos, Pos, Vec<Node>)> = names
+            .iter()
+            .map(|_| (Pos::default(), Pos::default(), Vec::new()))
+            .collect();
+        let first = headers.first().map_or(text.len(), |h| h.start);
+        pieces.push((0, 0));
+        rest.push_str(&text[..first]);
+        for (i, h) in headers.iter().enumerate() {
+            let end = headers.get(i + 1).map_or(text.len(), |n| n.start);
+            let piece = &text[h.start..end];
+            let Some(k) = detached(h) else {
+                pieces.push((rest.len(), h.start));
+                rest.push_str(piece);
+                continue;
+            };
+            let table = DeTable::parse(piece).ok()?;
+            let at = Locate {
+                lines,
+                pieces: &[(0, h.start)],
+            };
+            let span = table.span();
+            let node = convert_table(&at, table.into_inner(), span.start);
+            let Value::Map(mut entries) = node.value else {
+                return None;
+            };
+            let (key, value) = entries.pop()?;
+            let Value::Seq(mut items) = value.value else {
+                return None;
+            };
+            if !entries.is_empty() || items.len() != 1 || key.value != Value::Str(names[k].into()) {
+                return None;
+            }
+            let array = &mut arrays[k];
+            if array.2.is_empty() {
+                (array.0, array.1) = (key.pos, value.pos);
+            }
+            array.2.extend(items.pop());
+        }
+        let table = DeTable::parse(&rest).ok()?;
+        let at = Locate {
+            lines,
+            pieces: &pieces,
+        };
+        let span = table.span();
+        let mut root = convert_table(&at, table.into_inner(), span.start);
+        let Value::Map(entries) = &mut root.value else {
+            return None;
+        };
+        let known: std::collections::HashSet<&str> = entries
+            .iter()
+            .filter_map(|(k, _)| match &k.value {
+                Value::Str(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        if names.iter().any(|n| known.contains(n)) {
+            return None;
+        }
+        for (name, (key_at, list_at, mut items)) in names.iter().zip(arrays) {
+            items.shrink_to_fit();
+            entries.push((
+                Node {
+                    pos: key_at,
+                    value: Value::Str(name.to_string()),
+                },
+                Node {
+                    pos: list_at,
+                    value: Value::Seq(items),
+                },
+            ));
+        }
+        // In the order the toml crate keeps the keys of a table.
+        entries.sort_by(|a, b| match (&a.0.value, &b.0.value) {
+            (Value::Str(x), Value::Str(y)) => x.cmp(y),
+            _ => std::cmp::Ordering::Equal,
+        });
+        Some(root)
+    }
+
+    fn convert_table(at: &Locate, table: DeTable<'_>, start: usize) -> Node {
+        let mut entries = Vec::with_capacity(table.len());
         for (k, v) in table {
             let key = Node {
-                pos: lines.pos(k.span().start),
+                pos: at.pos(k.span().start),
                 value: Value::Str(k.into_inner().into_owned()),
             };
-            entries.push((key, convert(lines, v)));
+            entries.push((key, convert(at, v)));
         }
         Node {
-            pos: lines.pos(start),
+            pos: at.pos(start),
             value: Value::Map(entries),
         }
     }
 
-    fn convert(lines: &Lines, v: toml::Spanned<DeValue<'_>>) -> Node {
+    fn convert(at: &Locate, v: toml::Spanned<DeValue<'_>>) -> Node {
         let span = v.span();
-        let pos = lines.pos(span.start);
+        let pos = at.pos(span.start);
         let value = match v.into_inner() {
             DeValue::String(s) => Value::Str(s.into_owned()),
             DeValue::Integer(i) => {
@@ -173,9 +403,9 @@ pub mod toml_doc {
             DeValue::Boolean(b) => Value::Bool(b),
             DeValue::Datetime(d) => Value::Str(d.to_string()),
             DeValue::Array(items) => {
-                Value::Seq(items.into_iter().map(|i| convert(lines, i)).collect())
+                Value::Seq(items.into_iter().map(|i| convert(at, i)).collect())
             }
-            DeValue::Table(t) => return convert_table(lines, t, span.start),
+            DeValue::Table(t) => return convert_table(at, t, span.start),
         };
         Node { pos, value }
     }
@@ -356,6 +586,13 @@ pub mod yaml_doc {
                 Event::SequenceEnd | Event::MappingEnd => {
                     if let Some((mut node, _)) = self.stack.pop() {
                         let opened = node.pos;
+                        // Grown by pushing: give back what doubling left
+                        // unused (a mapping of two keys has room for four).
+                        match &mut node.value {
+                            Value::Map(entries) => entries.shrink_to_fit(),
+                            Value::Seq(items) => items.shrink_to_fit(),
+                            _ => {}
+                        }
                         // yaml-rust2 marks a block mapping at its first `:`;
                         // the mapping starts at its first key.
                         if let Value::Map(entries) = &node.value {
@@ -475,6 +712,53 @@ mod tests {
             panic!()
         };
         assert_eq!(ie[0].1.value, Value::Int(0o755));
+    }
+
+    /// Table by table and whole, a document gives the same tree, positions
+    /// included; documents the table-by-table parse must leave alone are
+    /// still read right (by the whole parse).
+    #[test]
+    fn toml_by_tables_is_the_whole_parse() {
+        let docs = [
+            "[[dir]]\npath = \"/a\"\n\n[[dir]]\npath = \"/b\"\nmode = \"0755\"\n",
+            "# top\ninclude = [\n  \"x.toml\",\n  [1, 2],\n]\nroot = \"r\"\n\n[image]\norder = \"manifest\"\n\n[[file]]\ndst = \"/init\"\nsrc = \"i\"  # c\n\n  [[symlink]]\n  path = \"/bin\"\n  target = \"usr/bin\"\n[[file]]\ndst = '/x'\ninline = { a = 1, b = [ 2 ] }\n\n[defaults]\nuid = 0\n",
+            "[[file]]\ndst = \"/a\"\ntext = \"\"\"\n[[not.a.header]]\n[x]\n\"\"\"\n[[file]]\ndst = \"/b\"\n",
+            "[[segment]]\nname = \"a\"\n[segment.extra]\nx = 1\n[[segment]]\nname = \"b\"\n",
+            "file = []\n[[dir]]\npath = \"/a\"\n",
+            "[[dir]]\npath = \"/é\"\n[[dir]]\n  path = \"/ü\"  \n",
+            "a.b = 1\n[[a]]\nc = 2\n",
+            "[[dir]]\npath = \"/a\"\npath = \"/b\"\n",
+            "[image]\nx = 1\n[image]\ny = 2\n[[dir]]\npath = \"/a\"\n",
+        ];
+        let chunked = [true, true, true, false, true, true, false, false, false];
+        for (doc, chunked) in docs.iter().zip(chunked) {
+            let lines = Lines::new(doc);
+            assert_eq!(toml_doc::by_tables(doc, &lines).is_some(), chunked, "{doc}");
+            let whole = toml_doc::whole(doc, &lines);
+            let parsed = toml_doc::parse(doc);
+            match (whole, parsed) {
+                (Ok(w), Ok(p)) => assert_eq!(w, p, "{doc}"),
+                (Err(w), Err(p)) => {
+                    assert_eq!((w.pos, w.message), (p.pos, p.message), "{doc}")
+                }
+                (w, p) => panic!("{doc}: whole {:?}, by tables {:?}", w.is_ok(), p.is_ok()),
+            }
+        }
+        // Every TOML manifest composer carries or shows.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut seen = 0;
+        for dir in ["examples", "profiles", "dist"] {
+            for e in walkdir::WalkDir::new(root.join(dir)).into_iter().flatten() {
+                if e.path().extension().is_some_and(|x| x == "toml") {
+                    let doc = std::fs::read_to_string(e.path()).unwrap();
+                    let lines = Lines::new(&doc);
+                    let w = toml_doc::whole(&doc, &lines).unwrap();
+                    assert_eq!(w, toml_doc::parse(&doc).unwrap(), "{}", e.path().display());
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 5, "{seen} manifests");
     }
 
     #[test]
