@@ -190,3 +190,21 @@ impl Entry {
         std::iter::once(self.name.as_bytes()).chain(links.iter().map(ImagePath::as_bytes))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An image of many entries holds them all: keep each one small (a
+    /// file's source is boxed for this).
+    #[test]
+    fn an_entry_stays_small() {
+        let size = std::mem::size_of::<Entry>();
+        assert!(size <= 128, "an Entry is {size} bytes");
+        assert!(
+            std::mem::size_of::<Kind>() <= 40,
+            "{}",
+            std::mem::size_of::<Kind>()
+        );
+    }
+}

@@ -915,7 +915,7 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
     drop((index, implied));
     if order == Order::Sorted {
         // A hardlink group sorts at its greatest name, after all its parents.
-        entries.sort_by(|a, b| greatest_name(a).cmp(greatest_name(b)));
+        entries.sort_by(|a, b| a.names().max().cmp(&b.names().max()));
     }
     Ok(Lowered {
         entries,
@@ -932,18 +932,6 @@ fn names(i: &Item) -> impl Iterator<Item = &[u8]> {
         _ => &[],
     };
     std::iter::once(i.dest.as_slice()).chain(links.iter().map(|l| l.as_bytes()))
-}
-
-/// The greatest name of an entry (its own, or a hardlink's).
-fn greatest_name(e: &Entry) -> &[u8] {
-    let links: &[ImagePath] = match &e.kind {
-        Kind::File { links, .. } => links,
-        _ => &[],
-    };
-    links
-        .iter()
-        .map(|l| l.as_bytes())
-        .fold(e.name.as_bytes(), |a, b| a.max(b))
 }
 
 /// The image's directory symlinks (merged /usr): link -> target, for each
