@@ -25,10 +25,23 @@ pub const TARGETS: [(&str, Target); 6] = [
     ("ko", ko),
 ];
 
-/// The TOML manifest loader: a manifest or an error with a position.
+/// The TOML manifest loader: a manifest or an error with a position. Where
+/// the document is parsed table by table, the tree must be the one the
+/// whole-document parse gives (compared by their debug form: a NaN float
+/// is not equal to itself).
 pub fn manifest_toml(data: &[u8]) {
+    use crate::manifest::node::{toml_doc, Lines};
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse(text, Format::Toml, &Arc::from("fuzz.toml"));
+        let lines = Lines::new(text);
+        if let Some(by_tables) = toml_doc::by_tables(text, &lines) {
+            let whole = toml_doc::whole(text, &lines).ok();
+            assert_eq!(
+                Some(format!("{by_tables:?}")),
+                whole.map(|w| format!("{w:?}")),
+                "table by table and whole differ"
+            );
+        }
     }
 }
 
