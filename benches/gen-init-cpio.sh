@@ -112,10 +112,9 @@ ng=$(3cpio --list "$out_gen" | wc -l)
 [ "$n3" -eq "$ng" ] || die "3cpio archive has $n3 entries, gen_init_cpio's $ng"
 
 # --- warm the cache (or drop it before every run), then measure ------------------------
-drop=""
+drop_tail=""
 if $cold; then
-    [ -w /proc/sys/vm/drop_caches ] || die "--cold needs root (it writes /proc/sys/vm/drop_caches)"
-    drop=" && echo 3 > /proc/sys/vm/drop_caches"
+    cold_cache
 else
     cat "$list" > /dev/null
     (cd "$kernel_root" && find "$tree" -type f -exec cat {} + > /dev/null)
@@ -143,13 +142,13 @@ csv="$work/results.csv"
 outs=("$OG" "$OC" "$O3" "$OD" "$OG" "$OC" "$O3" "$OD")
 hf=(hyperfine --warmup "$warmup" --runs "$runs" --export-markdown "$md" --export-csv "$csv")
 for i in "${!names[@]}"; do
-    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync$drop" "${cmds[$i]}")
+    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync$drop_tail" "${cmds[$i]}")
 done
 # The command line as one would type it (the paths contain no single quotes).
 shown="hyperfine --warmup $warmup --runs $runs --export-markdown $md --export-csv $csv"
 for i in "${!names[@]}"; do
     shown+=" \\
-  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync$drop' '${cmds[$i]}'"
+  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync$drop_tail' '${cmds[$i]}'"
 done
 echo "== $shown" >&2
 "${hf[@]}"

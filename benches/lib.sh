@@ -82,8 +82,10 @@ tree_lists() {
 
 # For --cold: sets `drop` to a command for hyperfine's --prepare that empties the page
 # cache, so that every run reads its sources, manifests and programs from disk (root
-# only). It is written to work with and without hyperfine's shell (-N).
+# only), written to work with and without hyperfine's shell (-N); and `drop_tail`, the
+# same to append to a shell --prepare after `sync`.
 cold_cache() {
     [ -w /proc/sys/vm/drop_caches ] || die "--cold needs root (it writes /proc/sys/vm/drop_caches)"
-    drop="sh -c 'sync && echo 3 > /proc/sys/vm/drop_caches'"
+    drop_tail=" && echo 3 > /proc/sys/vm/drop_caches"
+    drop="sh -c 'sync$drop_tail'"
 }

@@ -117,9 +117,9 @@ sizes="composer manifest: $(du -k --apparent-size "$OM" | cut -f1) KiB, $(own_ki
 echo "== $sizes" >&2
 
 # --- measure ------------------------------------------------------------------------------
-drop=""
+drop_tail=""
 if $cold; then
-    drop=" && echo 3 > /proc/sys/vm/drop_caches"
+    cold_cache
 else
     cat "$list" > /dev/null
     (cd "$src" && find "$tree" -type f -exec cat {} + > /dev/null)
@@ -138,9 +138,9 @@ csv="$work/results.csv"
 hf=(hyperfine --warmup "$warmup" --runs "$runs" --export-markdown "$md" --export-csv "$csv")
 shown="hyperfine --warmup $warmup --runs $runs"
 for i in "${!names[@]}"; do
-    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync$drop" "${cmds[$i]}")
+    hf+=(-n "${names[$i]}" --prepare "rm -f ${outs[$i]} && sync$drop_tail" "${cmds[$i]}")
     shown+=" \\
-  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync$drop' '${cmds[$i]}'"
+  -n '${names[$i]}' --prepare 'rm -f ${outs[$i]} && sync$drop_tail' '${cmds[$i]}'"
 done
 echo "== $shown" >&2
 "${hf[@]}" >&2
