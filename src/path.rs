@@ -84,6 +84,12 @@ impl ImagePath {
         Ok(ImagePath(name))
     }
 
+    /// Whether `name` (in normal form) may be an archive name: what
+    /// [`Self::checked`] checks, without taking it.
+    pub(crate) fn check(name: &[u8], origin: &Origin) -> Result<()> {
+        check(name, origin, "image path")
+    }
+
     /// A name composer makes itself from parts it has checked (the early
     /// segment's directories, module metadata files).
     pub(crate) fn generated(name: impl Into<Vec<u8>>) -> ImagePath {

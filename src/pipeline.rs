@@ -30,12 +30,12 @@ pub fn manifest_spec(
     env: &Environment,
     output: Option<&Path>,
 ) -> Result<ImageSpec> {
-    let loaded = manifest::load(path, load)?;
+    let mut loaded = manifest::load(path, load)?;
     let output = output
         .map(Path::to_path_buf)
         .unwrap_or_else(|| loaded.output.clone());
     let policy = policy::decide(cli, loaded.asked(), env, Some(&output))?;
-    let mut spec = manifest::lower(&loaded, policy)?;
+    let mut spec = manifest::lower(&mut loaded, policy)?;
     spec.output = Some(output);
     Ok(spec)
 }

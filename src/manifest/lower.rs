@@ -87,6 +87,76 @@ impl Item {
     }
 }
 
+/// A document's rules of one kind, taken out of its manifest and given
+/// out in the order they were written. The list shrinks as it empties, so
+/// that the rules and the items made of them are not both held whole.
+struct Queue<T>(Vec<Spanned<T>>);
+
+impl<T> Queue<T> {
+    fn new(mut rules: Vec<Spanned<T>>) -> Self {
+        // Last written first: they are taken from the end.
+        rules.sort_unstable_by_key(|r| std::cmp::Reverse(r.pos));
+        Queue(rules)
+    }
+
+    fn next_pos(&self) -> Option<Pos> {
+        self.0.last().map(|r| r.pos)
+    }
+
+    fn pop(&mut self) -> Spanned<T> {
+        let r = self.0.pop().expect("a rule is left");
+        if self.0.len() < self.0.capacity() / 2 {
+            self.0.shrink_to_fit();
+        }
+        r
+    }
+}
+
+/// The rules of a document that make entries, taken out of it: nothing
+/// reads them after lowering.
+struct Taken {
+    binaries: Queue<String>,
+    binary: Queue<super::model::BinaryRule>,
+    file: Queue<super::model::FileRule>,
+    dir: Queue<super::model::DirRule>,
+    symlink: Queue<super::model::SymlinkRule>,
+    hardlink: Queue<super::model::HardlinkRule>,
+    node: Queue<super::model::NodeRule>,
+    pipe: Queue<super::model::SpecialRule>,
+    socket: Queue<super::model::SpecialRule>,
+    tree: Queue<super::model::TreeRule>,
+    glob: Queue<super::model::GlobRule>,
+}
+
+impl Taken {
+    fn from(m: &mut super::model::Manifest) -> Taken {
+        use std::mem::take;
+        Taken {
+            binaries: Queue::new(take(&mut m.binaries)),
+            binary: Queue::new(take(&mut m.binary)),
+            file: Queue::new(take(&mut m.file)),
+            dir: Queue::new(take(&mut m.dir)),
+            symlink: Queue::new(take(&mut m.symlink)),
+            hardlink: Queue::new(take(&mut m.hardlink)),
+            node: Queue::new(take(&mut m.node)),
+            pipe: Queue::new(take(&mut m.pipe)),
+            socket: Queue::new(take(&mut m.socket)),
+            tree: Queue::new(take(&mut m.tree)),
+            glob: Queue::new(take(&mut m.glob)),
+        }
+    }
+
+    /// How many items the rules of one entry each make.
+    fn items(&self) -> usize {
+        self.file.0.len()
+            + self.dir.0.len()
+            + self.symlink.0.len()
+            + self.node.0.len()
+            + self.pipe.0.len()
+            + self.socket.0.len()
+    }
+}
+
 pub(super) struct Lowerer<'a> {
     loaded: &'a Loaded,
     root: Root,
@@ -107,6 +177,21 @@ pub(super) struct Lowerer<'a> {
 /// A manifest path in normal form (see [`ImagePath::normalise`]).
 fn normalise(path: &[u8], origin: &Origin) -> Result<Vec<u8>> {
     Ok(ImagePath::normalise(path, origin)?.into_bytes())
+}
+
+/// [`normalise`] of a path the caller owns: a path already in normal form
+/// but for its leading `/` (as most are) keeps its allocation.
+fn normalise_owned(mut path: Vec<u8>, origin: &Origin) -> Result<Vec<u8>> {
+    let plain = path.len() > 1
+        && path[0] == b'/'
+        && path[1..]
+            .split(|&b| b == b'/')
+            .all(|c| !matches!(c, b"" | b"." | b".."));
+    if !plain {
+        return normalise(&path, origin);
+    }
+    path.remove(0);
+    Ok(ImagePath::checked(path, origin)?.into_bytes())
 }
 
 fn clamp_mtime(t: i64) -> u32 {
@@ -135,6 +220,19 @@ impl Lowerer<'_> {
             Ok(s) => Ok(expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()),
             Err(_) => Ok(t.value.0.clone()),
         }
+    }
+
+    /// [`Self::text`] of a rule's own path, keeping its bytes when there is
+    /// nothing to expand.
+    fn take_text(&self, doc: &Doc, t: Spanned<PathText>) -> Result<Spanned<Vec<u8>>> {
+        let bytes = t.value.0;
+        let value = match std::str::from_utf8(&bytes) {
+            Ok(s) if s.contains("${") => {
+                expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()
+            }
+            _ => bytes,
+        };
+        Ok(Spanned::new(t.pos, value))
     }
 
     fn string(&self, doc: &Doc, t: &Spanned<String>) -> Result<String> {
@@ -266,61 +364,8 @@ impl Lowerer<'_> {
         })
     }
 
-    fn rules(&mut self, doc: &Doc) -> Result<()> {
-        let m = &doc.manifest;
-        // Every rule with its position, so rules of different kinds keep the
-        // order they were written in.
-        #[derive(Clone, Copy)]
-        enum R {
-            Binary(usize, bool),
-            File(usize),
-            Dir(usize),
-            Symlink(usize),
-            Hardlink(usize),
-            Node(usize),
-            Pipe(usize),
-            Socket(usize),
-            Tree(usize),
-            Glob(usize),
-        }
-        let mut rules: Vec<(Pos, R)> = Vec::new();
-        rules.extend(
-            m.binaries
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.pos, R::Binary(i, true))),
-        );
-        rules.extend(
-            m.binary
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.pos, R::Binary(i, false))),
-        );
-        rules.extend(m.file.iter().enumerate().map(|(i, r)| (r.pos, R::File(i))));
-        rules.extend(m.dir.iter().enumerate().map(|(i, r)| (r.pos, R::Dir(i))));
-        rules.extend(
-            m.symlink
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.pos, R::Symlink(i))),
-        );
-        rules.extend(
-            m.hardlink
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.pos, R::Hardlink(i))),
-        );
-        rules.extend(m.node.iter().enumerate().map(|(i, r)| (r.pos, R::Node(i))));
-        rules.extend(m.pipe.iter().enumerate().map(|(i, r)| (r.pos, R::Pipe(i))));
-        rules.extend(
-            m.socket
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.pos, R::Socket(i))),
-        );
-        rules.extend(m.tree.iter().enumerate().map(|(i, r)| (r.pos, R::Tree(i))));
-        rules.extend(m.glob.iter().enumerate().map(|(i, r)| (r.pos, R::Glob(i))));
-        if let Some(elf) = &m.elf {
+    fn rules(&mut self, doc: &Doc, mut t: Taken) -> Result<()> {
+        if let Some(elf) = &doc.manifest.elf {
             for lib in &elf.libraries {
                 let name = self.string(doc, lib)?;
                 let origin = Self::origin(doc, lib.pos, &format!("library {name}"));
@@ -328,69 +373,49 @@ impl Lowerer<'_> {
                     .push(super::binaries::library(&name, origin));
             }
         }
-        rules.sort_by_key(|(p, _)| *p);
-        for (pos, rule) in rules {
-            match rule {
-                R::Binary(i, short) => {
-                    let (name, optional) = if short {
-                        (&m.binaries[i], false)
-                    } else {
-                        (&m.binary[i].name, m.binary[i].optional)
-                    };
-                    let name = self.string(doc, name)?;
-                    self.binary(
-                        &name,
-                        optional,
-                        Self::origin(doc, pos, &format!("binary {name}")),
-                    )?;
+        self.items.reserve(t.items());
+        // Rules of every kind in the order they were written: the one
+        // written first of those next in each kind.
+        loop {
+            let heads = [
+                t.binaries.next_pos(),
+                t.binary.next_pos(),
+                t.file.next_pos(),
+                t.dir.next_pos(),
+                t.symlink.next_pos(),
+                t.hardlink.next_pos(),
+                t.node.next_pos(),
+                t.pipe.next_pos(),
+                t.socket.next_pos(),
+                t.tree.next_pos(),
+                t.glob.next_pos(),
+            ];
+            let Some((which, pos)) = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.map(|p| (i, p)))
+                .min_by_key(|&(i, p)| (p, i))
+            else {
+                return Ok(());
+            };
+            match which {
+                0 => {
+                    let name = self.string(doc, &t.binaries.pop())?;
+                    let origin = Self::origin(doc, pos, &format!("binary {name}"));
+                    self.binary(&name, false, origin)?;
                 }
-                R::File(i) => {
-                    let r = &m.file[i].value;
-                    let src = self.text(doc, &r.src)?;
-                    let origin = Self::origin(doc, pos, &format!("file {}", escape(&src)));
-                    let dst = match &r.dst {
-                        Some(d) => self.text(doc, d)?,
-                        None => src.clone(),
-                    };
-                    let host = self.source(doc, &src, r.src.pos)?;
-                    let st = match crate::resolve::stat(&host) {
-                        Ok(st) => st,
-                        Err(_) if r.optional => continue,
-                        Err(e) => {
-                            return Err(Error::at(
-                                doc.origin(r.src.pos),
-                                format!("source `{}` cannot be read: {e}", escape(&src)),
-                            )
-                            .with_hint(format!(
-                                "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
-                                self.root.path().display()
-                            )))
-                        }
-                    };
-                    if !st.meta.is_file() {
-                        return Err(Error::at(
-                            doc.origin(r.src.pos),
-                            format!("source `{}` is not a regular file", escape(&src)),
-                        )
-                        .with_hint("use a [[tree]] for a directory, [[node]] for a device"));
-                    }
-                    let dst_at = r.dst.as_ref().map_or(r.src.pos, |d| d.pos);
-                    let dest = normalise(&dst, &doc.origin(dst_at))?;
-                    let source = crate::resolve::file_source(&host, &st, &origin)?;
-                    let kind = Kind::File {
-                        source: source.into(),
-                        links: vec![],
-                    };
-                    let mode = self.file_mode(r.mode, &st.meta);
-                    let mut item = Item::declared(dest, kind, mode, (r.uid, r.gid), origin);
-                    item.align = align_hint(r.align);
-                    self.push(item);
+                1 => {
+                    let r = t.binary.pop().value;
+                    let name = self.string(doc, &r.name)?;
+                    let origin = Self::origin(doc, pos, &format!("binary {name}"));
+                    self.binary(&name, r.optional, origin)?;
                 }
-                R::Dir(i) => {
-                    let r = &m.dir[i].value;
-                    let path = self.text(doc, &r.path)?;
+                2 => self.file(doc, pos, t.file.pop().value)?,
+                3 => {
+                    let r = t.dir.pop().value;
+                    let path = self.take_text(doc, r.path)?;
                     let origin = self.word_origin(doc, pos, "dir");
-                    let dest = normalise(&path, &doc.origin(r.path.pos))?;
+                    let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
                     self.push(Item::declared(
                         dest,
                         Kind::Dir,
@@ -399,50 +424,21 @@ impl Lowerer<'_> {
                         origin,
                     ));
                 }
-                R::Symlink(i) => {
-                    let r = &m.symlink[i].value;
-                    let path = self.text(doc, &r.path)?;
-                    let target = self.text(doc, &r.target)?;
-                    let origin = self.word_origin(doc, pos, "symlink");
-                    if target.is_empty() || target.len() + 1 > PATH_MAX {
-                        return Err(Error::at(
-                            doc.origin(r.target.pos),
-                            "symlink target must be 1 to 4095 bytes",
-                        ));
-                    }
-                    if let Some(at) = target.iter().position(|&b| b == 0) {
-                        return Err(Error::at(
-                            doc.origin(r.target.pos),
-                            format!(
-                                "symlink target `{}` has a NUL byte at byte {}; the kernel reads \
-                                 a target up to its first NUL",
-                                escape(&target),
-                                at + 1
-                            ),
-                        )
-                        .with_hint("remove the NUL from the target"));
-                    }
-                    let dest = normalise(&path, &doc.origin(r.path.pos))?;
-                    self.push(Item::declared(
-                        dest,
-                        Kind::Symlink { target },
-                        r.mode.map_or(0o777, |m| m.0),
-                        (r.uid, r.gid),
-                        origin,
-                    ));
-                }
-                R::Hardlink(i) => {
-                    let r = &m.hardlink[i].value;
+                4 => self.symlink(doc, pos, t.symlink.pop().value)?,
+                5 => {
+                    let r = t.hardlink.pop().value;
                     let origin = self.word_origin(doc, pos, "hardlink");
-                    let path = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
+                    let path = self.take_text(doc, r.path)?;
+                    let path = normalise_owned(path.value, &doc.origin(path.pos))?;
                     let target_at = self.word_origin(doc, r.target.pos, "hardlink");
-                    let target = normalise(&self.text(doc, &r.target)?, &target_at)?;
+                    let target = normalise_owned(self.take_text(doc, r.target)?.value, &target_at)?;
                     self.hardlinks.push((path, target, origin, target_at));
                 }
-                R::Node(i) => {
-                    let r = &m.node[i].value;
+                6 => {
+                    let r = t.node.pop().value;
                     let origin = self.word_origin(doc, pos, "node");
-                    let dest = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
+                    let path = self.take_text(doc, r.path)?;
+                    let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
                     let kind = match r.kind {
                         super::model::NodeType::Char => DeviceKind::Char,
                         super::model::NodeType::Block => DeviceKind::Block,
@@ -455,13 +451,14 @@ impl Lowerer<'_> {
                     let mode = r.mode.map_or(0o600, |m| m.0);
                     self.push(Item::declared(dest, kind, mode, (r.uid, r.gid), origin));
                 }
-                R::Pipe(i) | R::Socket(i) => {
-                    let (r, kind, word) = match rule {
-                        R::Pipe(_) => (&m.pipe[i].value, Kind::Pipe, "pipe"),
-                        _ => (&m.socket[i].value, Kind::Socket, "socket"),
+                7 | 8 => {
+                    let (r, kind, word) = match which {
+                        7 => (t.pipe.pop().value, Kind::Pipe, "pipe"),
+                        _ => (t.socket.pop().value, Kind::Socket, "socket"),
                     };
                     let origin = self.word_origin(doc, pos, word);
-                    let dest = normalise(&self.text(doc, &r.path)?, &doc.origin(r.path.pos))?;
+                    let path = self.take_text(doc, r.path)?;
+                    let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
                     self.push(Item::declared(
                         dest,
                         kind,
@@ -470,10 +467,86 @@ impl Lowerer<'_> {
                         origin,
                     ));
                 }
-                R::Tree(i) => self.tree(doc, pos, &m.tree[i].value)?,
-                R::Glob(i) => self.glob(doc, pos, &m.glob[i].value)?,
+                9 => self.tree(doc, pos, &t.tree.pop().value)?,
+                _ => self.glob(doc, pos, &t.glob.pop().value)?,
             }
         }
+    }
+
+    fn file(&mut self, doc: &Doc, pos: Pos, r: super::model::FileRule) -> Result<()> {
+        let src_at = r.src.pos;
+        let src = self.take_text(doc, r.src)?.value;
+        let origin = Self::origin(doc, pos, &format!("file {}", escape(&src)));
+        let dst = r.dst.map(|d| self.take_text(doc, d)).transpose()?;
+        let host = self.source(doc, &src, src_at)?;
+        let st = match crate::resolve::stat(&host) {
+            Ok(st) => st,
+            Err(_) if r.optional => return Ok(()),
+            Err(e) => {
+                return Err(Error::at(
+                    doc.origin(src_at),
+                    format!("source `{}` cannot be read: {e}", escape(&src)),
+                )
+                .with_hint(format!(
+                    "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
+                    self.root.path().display()
+                )))
+            }
+        };
+        if !st.meta.is_file() {
+            return Err(Error::at(
+                doc.origin(src_at),
+                format!("source `{}` is not a regular file", escape(&src)),
+            )
+            .with_hint("use a [[tree]] for a directory, [[node]] for a device"));
+        }
+        let dest = match dst {
+            Some(d) => normalise_owned(d.value, &doc.origin(d.pos))?,
+            None => normalise_owned(src, &doc.origin(src_at))?,
+        };
+        let source = crate::resolve::file_source(&host, &st, &origin)?;
+        let kind = Kind::File {
+            source: source.into(),
+            links: vec![],
+        };
+        let mode = self.file_mode(r.mode, &st.meta);
+        let mut item = Item::declared(dest, kind, mode, (r.uid, r.gid), origin);
+        item.align = align_hint(r.align);
+        self.push(item);
+        Ok(())
+    }
+
+    fn symlink(&mut self, doc: &Doc, pos: Pos, r: super::model::SymlinkRule) -> Result<()> {
+        let path = self.take_text(doc, r.path)?;
+        let target_at = r.target.pos;
+        let target = self.take_text(doc, r.target)?.value;
+        let origin = self.word_origin(doc, pos, "symlink");
+        if target.is_empty() || target.len() + 1 > PATH_MAX {
+            return Err(Error::at(
+                doc.origin(target_at),
+                "symlink target must be 1 to 4095 bytes",
+            ));
+        }
+        if let Some(at) = target.iter().position(|&b| b == 0) {
+            return Err(Error::at(
+                doc.origin(target_at),
+                format!(
+                    "symlink target `{}` has a NUL byte at byte {}; the kernel reads \
+                     a target up to its first NUL",
+                    escape(&target),
+                    at + 1
+                ),
+            )
+            .with_hint("remove the NUL from the target"));
+        }
+        let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
+        self.push(Item::declared(
+            dest,
+            Kind::Symlink { target },
+            r.mode.map_or(0o777, |m| m.0),
+            (r.uid, r.gid),
+            origin,
+        ));
         Ok(())
     }
 
@@ -695,8 +768,10 @@ fn same(a: &Item, b: &Item) -> bool {
 }
 
 /// Lowers loaded documents to an image spec under `policy`.
-pub fn lower(loaded: &Loaded, policy: Policy) -> Result<ImageSpec> {
+/// The rules that make entries are taken out of `loaded` as they are read.
+pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
     let lowered = lower_entries(loaded, &policy)?;
+    let loaded = &*loaded;
     let mut warnings = lowered.warnings;
     let mut rules = Rules::read(loaded, &mut warnings)?;
     let early = super::early::gather(loaded, &lowered.entries, &mut warnings)?;
@@ -722,7 +797,13 @@ pub fn lower(loaded: &Loaded, policy: Policy) -> Result<ImageSpec> {
 }
 
 /// The manifest's own entries, in archive order.
-fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
+fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
+    let taken: Vec<Taken> = loaded
+        .docs
+        .iter_mut()
+        .map(|d| Taken::from(&mut d.manifest))
+        .collect();
+    let loaded = &*loaded;
     crate::progress::start(crate::progress::Step::Trees, 0);
     let d = &loaded.defaults;
     let fixed = policy.mtime.fixed;
@@ -739,8 +820,8 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
         source_mtimes: fixed.is_none(),
         words: Vec::new(),
     };
-    for doc in &loaded.docs {
-        lw.rules(doc)?;
+    for (doc, t) in loaded.docs.iter().zip(taken) {
+        lw.rules(doc, t)?;
     }
     let units = super::systemd::add_all(loaded)?;
     let mut requests = std::mem::take(&mut lw.binary_requests);
@@ -773,38 +854,72 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
     }
 
     // Duplicates: merge identical ones, let declared directories win over
-    // implied ones, report real conflicts. In place: the first `kept`
-    // items are the ones kept, in their order.
-    let mut index: HashMap<Vec<u8>, usize> = HashMap::with_capacity(items.len());
-    let mut kept = 0;
-    for r in 0..items.len() {
-        let Some(&k) = index.get(&items[r].dest) else {
-            index.insert(items[r].dest.clone(), kept);
-            items.swap(kept, r);
-            kept += 1;
-            continue;
-        };
-        // k < kept <= r: the item kept before, and this one.
-        let (head, tail) = items.split_at_mut(r);
-        let (old, item) = (&mut head[k], &mut tail[0]);
-        if old.kind == Kind::Dir && item.kind == Kind::Dir {
-            if item.claim == Claim::Declared && old.claim == Claim::Implied {
-                std::mem::swap(old, item);
-            } else if item.claim == Claim::Declared && !same(old, item) {
-                return Err(conflict(item, old));
-            }
-            continue;
+    // implied ones, report real conflicts (the first in manifest order).
+    // The items are grouped by destination with an index sorted by it:
+    // the first of each group is kept, in its place.
+    let mut by_dest: Vec<u32> = (0..items.len() as u32).collect();
+    by_dest.sort_unstable_by(|&a, &b| {
+        (items[a as usize].dest.as_slice(), a).cmp(&(items[b as usize].dest.as_slice(), b))
+    });
+    let mut merged = vec![false; items.len()];
+    let mut first_conflict: Option<(usize, Error)> = None;
+    let mut g = 0;
+    while g < by_dest.len() {
+        let k = by_dest[g] as usize;
+        let mut end = g + 1;
+        while end < by_dest.len() && items[by_dest[end] as usize].dest == items[k].dest {
+            end += 1;
         }
-        if !same(old, item) {
-            return Err(conflict(item, old));
+        let group = g..end;
+        g = end;
+        for r in group.skip(1).map(|i| by_dest[i] as usize) {
+            let (head, tail) = items.split_at_mut(r);
+            let (old, item) = (&mut head[k], &mut tail[0]);
+            let conflict = if old.kind == Kind::Dir && item.kind == Kind::Dir {
+                if item.claim == Claim::Declared && old.claim == Claim::Implied {
+                    std::mem::swap(old, item);
+                    false
+                } else {
+                    item.claim == Claim::Declared && !same(old, item)
+                }
+            } else {
+                !same(old, item)
+            };
+            if conflict {
+                if first_conflict.as_ref().is_none_or(|(at, _)| r < *at) {
+                    first_conflict = Some((r, conflict_error(item, old)));
+                }
+                break;
+            }
+            merged[r] = true;
         }
     }
-    items.truncate(kept);
+    if let Some((_, e)) = first_conflict {
+        return Err(e);
+    }
+    let mut r = 0;
+    items.retain(|_| {
+        r += 1;
+        !merged[r - 1]
+    });
+    drop(merged);
+    items.shrink_to_fit();
     let mut kept = items;
+    // The kept items by destination, and hardlink names.
+    let mut by_dest: Vec<u32> = (0..kept.len() as u32).collect();
+    by_dest.sort_unstable_by(|&a, &b| kept[a as usize].dest.cmp(&kept[b as usize].dest));
+    let mut link_names: HashMap<Vec<u8>, usize> = HashMap::new();
+    let find = |kept: &[Item], link_names: &HashMap<Vec<u8>, usize>, name: &[u8]| {
+        by_dest
+            .binary_search_by(|&i| kept[i as usize].dest.as_slice().cmp(name))
+            .ok()
+            .map(|i| by_dest[i] as usize)
+            .or_else(|| link_names.get(name).copied())
+    };
 
     // Hardlinks: each name joins the file it targets.
     for (name, target, origin, target_at) in std::mem::take(&mut lw.hardlinks) {
-        let Some(&k) = index.get(&target) else {
+        let Some(k) = find(&kept, &link_names, &target) else {
             return Err(Error::at(
                 target_at,
                 format!(
@@ -814,7 +929,7 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
             )
             .with_hint("declare the file first (a [[file]], tree or glob)"));
         };
-        if let Some(&other) = index.get(&name) {
+        if let Some(other) = find(&kept, &link_names, &name) {
             return Err(conflict_at(&origin, &name, &kept[other]));
         }
         match &mut kept[k].kind {
@@ -829,22 +944,21 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
                 ))
             }
         }
-        index.insert(name, k);
+        link_names.insert(name, k);
     }
 
-    // Parents, and the entries. `index` names every path of a kept item
-    // (hardlink names too); what is written so far is `emitted` for those
-    // and `implied` for the parents created here.
+    // Parents: every missing directory above a name, made before it. An
+    // item is written after those before it in `kept` (so a directory
+    // declared later is not there yet in manifest order), and a parent made
+    // for one item serves those after it.
     let parents = loaded.image.parents.unwrap_or(true);
     let order = loaded.image.order.unwrap_or(Order::Sorted);
-    let is_dir: Vec<bool> = kept.iter().map(|i| i.kind == Kind::Dir).collect();
-    let mut emitted = vec![false; kept.len()];
-    let mut implied: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
     let uid = d.uid.unwrap_or(0);
     let gid = d.gid.unwrap_or(0);
-    let entry = |i: Item| -> Result<Entry> {
-        Ok(Entry {
-            name: ImagePath::checked(i.dest, &i.origin)?,
+    let entry = |i: Item| -> Entry {
+        Entry {
+            // Checked below, before any entry is made.
+            name: ImagePath::generated(i.dest),
             mode: i.mode,
             uid: i.uid.unwrap_or(uid),
             gid: i.gid.unwrap_or(gid),
@@ -855,30 +969,25 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
             kind: i.kind,
             align: i.align,
             origin: i.origin,
-        })
-    };
-    let mut entries: Vec<Entry> = Vec::with_capacity(kept.len());
-    // Taken from the front, and the list shrunk as it empties, so that the
-    // items and the entries made of them are not both held whole.
-    kept.reverse();
-    let mut k = 0;
-    while let Some(item) = kept.pop() {
-        if kept.len() < kept.capacity() / 2 {
-            kept.shrink_to_fit();
         }
+    };
+    // (the item it goes before, the directory)
+    let mut made: Vec<(usize, Item)> = Vec::new();
+    let mut implied: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+    for (k, item) in kept.iter().enumerate() {
         if parents {
-            for name in names(&item) {
+            for name in names(item) {
                 let mut missing = Vec::new();
                 let mut p = parent(name);
                 while let Some(dir) = p {
                     if dir.is_empty() {
                         break;
                     }
-                    match index.get(dir) {
-                        Some(&at) if emitted[at] => break,
+                    match find(&kept, &link_names, dir) {
+                        Some(at) if at < k => break,
                         // Declared; sorting puts it first.
-                        Some(&at) if is_dir[at] && order == Order::Sorted => break,
-                        Some(&at) if is_dir[at] => {}
+                        Some(at) if kept[at].kind == Kind::Dir && order == Order::Sorted => break,
+                        Some(at) if kept[at].kind == Kind::Dir => {}
                         Some(_) => {
                             return Err(Error::at(
                                 item.origin.clone(),
@@ -894,28 +1003,54 @@ fn lower_entries(loaded: &Loaded, policy: &Policy) -> Result<Lowered> {
                     if !implied.insert(dir.clone()) {
                         continue;
                     }
-                    entries.push(entry(Item {
-                        dest: dir,
-                        kind: Kind::Dir,
-                        mode: lw.dir_mode,
-                        uid: None,
-                        gid: None,
-                        mtime: None,
-                        align: AlignHint::Default,
-                        origin: item.origin.clone(),
-                        claim: Claim::Implied,
-                    })?);
+                    made.push((
+                        k,
+                        Item {
+                            dest: dir,
+                            kind: Kind::Dir,
+                            mode: lw.dir_mode,
+                            uid: None,
+                            gid: None,
+                            mtime: None,
+                            align: AlignHint::Default,
+                            origin: item.origin.clone(),
+                            claim: Claim::Implied,
+                        },
+                    ));
                 }
             }
         }
-        emitted[k] = true;
-        k += 1;
-        entries.push(entry(item)?);
+        ImagePath::check(&item.dest, &item.origin)?;
     }
-    drop((index, implied));
+    drop((by_dest, link_names, implied));
+    // Made in place: an Item is no smaller than an Entry.
+    let mut entries: Vec<Entry> = kept.into_iter().map(entry).collect();
+    if order == Order::Sorted || made.is_empty() {
+        entries.extend(made.into_iter().map(|(_, i)| entry(i)));
+    } else {
+        // Each made directory before the item it was made for: taken from
+        // the front, the list shrunk as it empties.
+        let mut all = Vec::with_capacity(entries.len() + made.len());
+        entries.reverse();
+        let mut made = made.into_iter().peekable();
+        let mut k = 0;
+        while let Some(e) = entries.pop() {
+            if entries.len() < entries.capacity() / 2 {
+                entries.shrink_to_fit();
+            }
+            while let Some((_, dir)) = made.next_if(|(at, _)| *at == k) {
+                all.push(entry(dir));
+            }
+            all.push(e);
+            k += 1;
+        }
+        entries = all;
+    }
     if order == Order::Sorted {
-        // A hardlink group sorts at its greatest name, after all its parents.
-        entries.sort_by(|a, b| a.names().max().cmp(&b.names().max()));
+        // A hardlink group sorts at its greatest name, after all its
+        // parents. Names are unique: an unstable sort gives the one order,
+        // without a copy.
+        entries.sort_unstable_by(|a, b| a.names().max().cmp(&b.names().max()));
     }
     Ok(Lowered {
         entries,
@@ -981,7 +1116,7 @@ fn dir_links(items: &[Item]) -> HashMap<Vec<u8>, Vec<u8>> {
     links
 }
 
-fn conflict(new: &Item, old: &Item) -> Error {
+fn conflict_error(new: &Item, old: &Item) -> Error {
     Error::at(
         new.origin.clone(),
         format!(
