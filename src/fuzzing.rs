@@ -32,9 +32,24 @@ pub const TARGETS: [(&str, Target); 6] = [
 pub fn manifest_toml(data: &[u8]) {
     use crate::manifest::node::{toml_doc, Lines};
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = parse(text, Format::Toml, &Arc::from("fuzz.toml"));
+        let parsed = parse(text, Format::Toml, &Arc::from("fuzz.toml"));
         let lines = Lines::new(text);
-        if let Some(by_tables) = toml_doc::by_tables(text, &lines) {
+        // Rule tables deserialized one by one give the whole manifest.
+        if let Some(streamed) = crate::manifest::load::toml_streamed(text) {
+            assert_eq!(
+                parsed.ok().map(|m| format!("{m:?}")),
+                Some(format!("{streamed:?}"))
+            );
+            let whole = toml_doc::whole(text, &lines).expect("streamed, so it parses");
+            let whole: crate::manifest::model::Manifest =
+                crate::manifest::de::from_node(&whole).expect("streamed, so it is a manifest");
+            assert_eq!(
+                format!("{whole:?}"),
+                format!("{streamed:?}"),
+                "streamed and whole differ"
+            );
+        }
+        if let Some(by_tables) = toml_doc::by_tables(text, &lines, &mut |_, t| Some(t)) {
             let whole = toml_doc::whole(text, &lines).ok();
             assert_eq!(
                 Some(format!("{by_tables:?}")),

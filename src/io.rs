@@ -89,12 +89,21 @@ pub fn read_regular(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, Input
     if meta.len() > limit {
         return Err(InputError::TooLarge(limit));
     }
-    read_limited(&mut &file, limit)
+    // Room for the size fstat gave (and a byte to see that it grew), so
+    // that a large manifest is not held with twice its size reserved.
+    read_into(
+        &mut &file,
+        limit,
+        Vec::with_capacity(meta.len() as usize + 1),
+    )
 }
 
 /// Reads `r` to its end, refusing more than `limit` bytes.
 pub fn read_limited(r: &mut impl Read, limit: u64) -> Result<Vec<u8>, InputError> {
-    let mut out = Vec::new();
+    read_into(r, limit, Vec::new())
+}
+
+fn read_into(r: &mut impl Read, limit: u64, mut out: Vec<u8>) -> Result<Vec<u8>, InputError> {
     r.take(limit.saturating_add(1))
         .read_to_end(&mut out)
         .map_err(InputError::Io)?;

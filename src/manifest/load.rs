@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::de::{from_node, Spanned};
 use super::model::{AlignSpec, Defaults, ImageSettings, InitSpec, Manifest, MtimePolicySpec};
-use super::node::{toml_doc, yaml_doc, Pos};
+use super::node::{toml_doc, yaml_doc, Node, Pos};
 use crate::entry::Origin;
 use crate::error::{Error, Result};
 use crate::policy::{AlignChoice, Asked, MtimeChoice};
@@ -98,6 +98,11 @@ pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
         let p = pos.unwrap_or(Pos { line: 1, column: 1 });
         Origin::new(file.clone(), p.line, p.column)
     };
+    if matches!(format, Format::Toml) {
+        if let Some(m) = toml_streamed(text) {
+            return Ok(m);
+        }
+    }
     let parsed = match format {
         Format::Toml => toml_doc::parse(text),
         Format::Yaml => yaml_doc::parse(text),
@@ -110,6 +115,69 @@ pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
             None => err,
         }
     })
+}
+
+/// A TOML manifest whose rule tables are each deserialized as soon as
+/// they are parsed (see [`toml_doc::by_tables`]), so that neither the
+/// toml crate's document nor the tree is ever held whole. None when the
+/// document cannot be read that way or has an error: the whole document
+/// is then read, which gives the error as it always has.
+pub(crate) fn toml_streamed(text: &str) -> Option<Manifest> {
+    fn push<T: serde::de::DeserializeOwned>(
+        rules: &mut Vec<Spanned<T>>,
+        table: &Node,
+        failed: &mut bool,
+    ) {
+        match from_node(table) {
+            Ok(r) => rules.push(r),
+            Err(_) => *failed = true,
+        }
+    }
+    let lines = crate::manifest::node::Lines::new(text);
+    let mut taken = Manifest::default();
+    let mut failed = false;
+    let root = toml_doc::by_tables(text, &lines, &mut |name, table| {
+        let t = &mut taken;
+        let f = &mut failed;
+        match name {
+            "binary" => push(&mut t.binary, &table, f),
+            "file" => push(&mut t.file, &table, f),
+            "dir" => push(&mut t.dir, &table, f),
+            "symlink" => push(&mut t.symlink, &table, f),
+            "hardlink" => push(&mut t.hardlink, &table, f),
+            "node" => push(&mut t.node, &table, f),
+            "pipe" => push(&mut t.pipe, &table, f),
+            "socket" => push(&mut t.socket, &table, f),
+            "tree" => push(&mut t.tree, &table, f),
+            "glob" => push(&mut t.glob, &table, f),
+            _ => return Some(table),
+        }
+        None
+    })?;
+    if failed {
+        return None;
+    }
+    let mut m: Manifest = from_node(&root).ok()?;
+    drop(root);
+    // The rest of the document cannot have named them too: by_tables
+    // reads it whole then.
+    fn put<T>(to: &mut Vec<T>, mut from: Vec<T>) {
+        if !from.is_empty() {
+            from.shrink_to_fit();
+            *to = from;
+        }
+    }
+    put(&mut m.binary, taken.binary);
+    put(&mut m.file, taken.file);
+    put(&mut m.dir, taken.dir);
+    put(&mut m.symlink, taken.symlink);
+    put(&mut m.hardlink, taken.hardlink);
+    put(&mut m.node, taken.node);
+    put(&mut m.pipe, taken.pipe);
+    put(&mut m.socket, taken.socket);
+    put(&mut m.tree, taken.tree);
+    put(&mut m.glob, taken.glob);
+    Some(m)
 }
 
 /// Reads and parses one manifest file, TOML or YAML by its extension.
@@ -493,6 +561,45 @@ fn settings_root(loader: &Loader, opts: &LoadOptions) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TOML manifest read rule table by rule table is the manifest the
+    /// whole document gives; one with an error is not read that way.
+    #[test]
+    fn toml_streamed_is_the_whole_manifest() {
+        let whole = |doc: &str| {
+            let node = toml_doc::whole(doc, &crate::manifest::node::Lines::new(doc)).unwrap();
+            format!("{:?}", from_node::<Manifest>(&node).unwrap())
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut streamed = 0;
+        for dir in ["examples", "profiles", "dist"] {
+            for e in walkdir::WalkDir::new(root.join(dir)).into_iter().flatten() {
+                if e.path().extension().is_some_and(|x| x == "toml") {
+                    let doc = std::fs::read_to_string(e.path()).unwrap();
+                    if let Some(m) = toml_streamed(&doc) {
+                        assert_eq!(format!("{m:?}"), whole(&doc), "{}", e.path().display());
+                        streamed += 1;
+                    }
+                }
+            }
+        }
+        assert!(streamed >= 3, "{streamed} manifests read table by table");
+        let doc = "binary = [{ name = \"sh\" }]\n[[dir]]\npath = \"/a\"\n[[dir]]\npath = \"/b\"\nmode = \"0700\"\n[[symlink]]\npath = \"/c\"\ntarget = \"a\"\n[[segment]]\nname = \"s\"\n";
+        let m = toml_streamed(doc).expect("read table by table");
+        assert_eq!(
+            (
+                m.dir.len(),
+                m.symlink.len(),
+                m.binary.len(),
+                m.segment.len()
+            ),
+            (2, 1, 1, 1)
+        );
+        assert_eq!(format!("{m:?}"), whole(doc));
+        // An unknown key in one table: the whole document's error is the one.
+        assert!(toml_streamed("[[dir]]\npath = \"/a\"\n[[dir]]\npth = \"/b\"\n").is_none());
+        assert!(toml_streamed("[image]\nordr = 1\n[[dir]]\npath = \"/a\"\n").is_none());
+    }
 
     #[test]
     fn later_documents_win_for_vars() {

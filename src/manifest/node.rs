@@ -130,7 +130,7 @@ pub mod toml_doc {
     /// both give the same tree.
     pub fn parse(text: &str) -> Result<Node, SyntaxError> {
         let lines = Lines::new(text);
-        if let Some(node) = by_tables(text, &lines) {
+        if let Some(node) = by_tables(text, &lines, &mut |_, table| Some(table)) {
             return Ok(node);
         }
         whole(text, &lines)
@@ -251,7 +251,16 @@ pub mod toml_doc {
     /// the rest of the document together. None when that is not possible
     /// or a piece fails: the whole document is then parsed, which gives
     /// the error the toml crate gives.
-    pub fn by_tables(text: &str, lines: &Lines) -> Option<Node> {
+    ///
+    /// Each table parsed on its own is given to `take` with its array's
+    /// name as soon as it is read; `take` keeps it (None: the caller
+    /// deserializes it, and the tree is never held whole) or gives it back
+    /// to be in the returned tree.
+    pub fn by_tables(
+        text: &str,
+        lines: &Lines,
+        take: &mut dyn FnMut(&str, Node) -> Option<Node>,
+    ) -> Option<Node> {
         let headers = headers(text)?;
         let simple = |h: &Header| h.array && !h.dotted;
         // Names whose every header is a plain `[[name]]` (sets: a hostile
@@ -319,7 +328,9 @@ pub mod toml_doc {
             if array.2.is_empty() {
                 (array.0, array.1) = (key.pos, value.pos);
             }
-            array.2.extend(items.pop());
+            if let Some(table) = take(names[k], items.pop()?) {
+                array.2.push(table);
+            }
         }
         let table = DeTable::parse(&rest).ok()?;
         let at = Locate {
@@ -342,6 +353,9 @@ pub mod toml_doc {
             return None;
         }
         for (name, (key_at, list_at, mut items)) in names.iter().zip(arrays) {
+            if items.is_empty() {
+                continue; // every table taken
+            }
             items.shrink_to_fit();
             entries.push((
                 Node {
@@ -733,7 +747,11 @@ mod tests {
         let chunked = [true, true, true, false, true, true, false, false, false];
         for (doc, chunked) in docs.iter().zip(chunked) {
             let lines = Lines::new(doc);
-            assert_eq!(toml_doc::by_tables(doc, &lines).is_some(), chunked, "{doc}");
+            assert_eq!(
+                toml_doc::by_tables(doc, &lines, &mut |_, t| Some(t)).is_some(),
+                chunked,
+                "{doc}"
+            );
             let whole = toml_doc::whole(doc, &lines);
             let parsed = toml_doc::parse(doc);
             match (whole, parsed) {
