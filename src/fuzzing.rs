@@ -35,19 +35,12 @@ pub fn manifest_toml(data: &[u8]) {
         let parsed = parse(text, Format::Toml, &Arc::from("fuzz.toml"));
         let lines = Lines::new(text);
         // Rule tables deserialized one by one give the whole manifest.
-        if let Some(streamed) = crate::manifest::load::toml_streamed(text) {
+        if let Some(streamed) = crate::manifest::load::streamed(text, Format::Toml) {
             assert_eq!(
                 parsed.ok().map(|m| format!("{m:?}")),
                 Some(format!("{streamed:?}"))
             );
-            let whole = toml_doc::whole(text, &lines).expect("streamed, so it parses");
-            let whole: crate::manifest::model::Manifest =
-                crate::manifest::de::from_node(&whole).expect("streamed, so it is a manifest");
-            assert_eq!(
-                format!("{whole:?}"),
-                format!("{streamed:?}"),
-                "streamed and whole differ"
-            );
+            streamed_is_whole(&streamed, toml_doc::whole(text, &lines));
         }
         if let Some(by_tables) = toml_doc::by_tables(text, &lines, &mut |_, t| Some(t)) {
             let whole = toml_doc::whole(text, &lines).ok();
@@ -61,10 +54,30 @@ pub fn manifest_toml(data: &[u8]) {
 }
 
 /// The YAML manifest loader: nesting, anchors and aliases included.
+/// Where its rules are read one by one, the manifest must be the one the
+/// whole tree gives.
 pub fn manifest_yaml(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse(text, Format::Yaml, &Arc::from("fuzz.yaml"));
+        if let Some(streamed) = crate::manifest::load::streamed(text, Format::Yaml) {
+            streamed_is_whole(&streamed, crate::manifest::node::yaml_doc::parse(text));
+        }
     }
+}
+
+/// A manifest read rule by rule against the one from the whole tree.
+fn streamed_is_whole(
+    streamed: &crate::manifest::model::Manifest,
+    whole: Result<crate::manifest::node::Node, crate::manifest::node::SyntaxError>,
+) {
+    let whole = whole.expect("streamed, so it parses");
+    let whole: crate::manifest::model::Manifest =
+        crate::manifest::de::from_node(&whole).expect("streamed, so it is a manifest");
+    assert_eq!(
+        format!("{whole:?}"),
+        format!("{streamed:?}"),
+        "streamed and whole differ"
+    );
 }
 
 fn list_env(name: &str) -> Option<OsString> {

@@ -98,10 +98,8 @@ pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
         let p = pos.unwrap_or(Pos { line: 1, column: 1 });
         Origin::new(file.clone(), p.line, p.column)
     };
-    if matches!(format, Format::Toml) {
-        if let Some(m) = toml_streamed(text) {
-            return Ok(m);
-        }
+    if let Some(m) = streamed(text, format) {
+        return Ok(m);
     }
     let parsed = match format {
         Format::Toml => toml_doc::parse(text),
@@ -117,12 +115,14 @@ pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
     })
 }
 
-/// A TOML manifest whose rule tables are each deserialized as soon as
-/// they are parsed (see [`toml_doc::by_tables`]), so that neither the
-/// toml crate's document nor the tree is ever held whole. None when the
-/// document cannot be read that way or has an error: the whole document
-/// is then read, which gives the error as it always has.
-pub(crate) fn toml_streamed(text: &str) -> Option<Manifest> {
+/// A manifest whose rules (the tables of `[[dir]]`, `[[file]]`, ... in
+/// TOML, the items of `dir:`, `file:`, ... in YAML) are each deserialized
+/// as soon as they are parsed (see [`toml_doc::by_tables`] and
+/// [`yaml_doc::parse_with`]), so that the tree of the whole document is
+/// never held. None when the document cannot be read that way or has an
+/// error: the whole document is then read, which gives the error as it
+/// always has.
+pub(crate) fn streamed(text: &str, format: Format) -> Option<Manifest> {
     fn push<T: serde::de::DeserializeOwned>(
         rules: &mut Vec<Spanned<T>>,
         table: &Node,
@@ -133,10 +133,9 @@ pub(crate) fn toml_streamed(text: &str) -> Option<Manifest> {
             Err(_) => *failed = true,
         }
     }
-    let lines = crate::manifest::node::Lines::new(text);
     let mut taken = Manifest::default();
     let mut failed = false;
-    let root = toml_doc::by_tables(text, &lines, &mut |name, table| {
+    let mut take = |name: &str, table: Node| {
         let t = &mut taken;
         let f = &mut failed;
         match name {
@@ -153,18 +152,40 @@ pub(crate) fn toml_streamed(text: &str) -> Option<Manifest> {
             _ => return Some(table),
         }
         None
-    })?;
+    };
+    let root = match format {
+        Format::Toml => {
+            let lines = crate::manifest::node::Lines::new(text);
+            toml_doc::by_tables(text, &lines, &mut take)?
+        }
+        Format::Yaml => yaml_doc::parse_with(text, Some(&mut take)).ok()?,
+    };
     if failed {
         return None;
     }
+    // A key written twice (YAML): the whole document says what that means.
+    if let crate::manifest::node::Value::Map(entries) = &root.value {
+        let mut keys: Vec<&str> = entries
+            .iter()
+            .filter_map(|(k, _)| match &k.value {
+                crate::manifest::node::Value::Str(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        keys.sort_unstable();
+        if keys.windows(2).any(|w| w[0] == w[1]) {
+            return None;
+        }
+    }
     let mut m: Manifest = from_node(&root).ok()?;
     drop(root);
-    // The rest of the document cannot have named them too: by_tables
-    // reads it whole then.
+    // The rest of the document holds none of them (TOML: by_tables reads
+    // such a document whole; YAML: each list was given out whole, its key
+    // is there with an empty list).
     fn put<T>(to: &mut Vec<T>, mut from: Vec<T>) {
         if !from.is_empty() {
             from.shrink_to_fit();
-            *to = from;
+            to.append(&mut from);
         }
     }
     put(&mut m.binary, taken.binary);
@@ -562,43 +583,80 @@ fn settings_root(loader: &Loader, opts: &LoadOptions) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
-    /// A TOML manifest read rule table by rule table is the manifest the
-    /// whole document gives; one with an error is not read that way.
+    /// Whole, for the tests: the manifest from the document's whole tree.
+    fn whole(doc: &str, format: Format) -> String {
+        let node = match format {
+            Format::Toml => toml_doc::whole(doc, &crate::manifest::node::Lines::new(doc)),
+            Format::Yaml => yaml_doc::parse(doc),
+        }
+        .unwrap();
+        format!("{:?}", from_node::<Manifest>(&node).unwrap())
+    }
+
+    /// A manifest read rule by rule is the manifest the whole document
+    /// gives; one with an error is not read that way.
     #[test]
-    fn toml_streamed_is_the_whole_manifest() {
-        let whole = |doc: &str| {
-            let node = toml_doc::whole(doc, &crate::manifest::node::Lines::new(doc)).unwrap();
-            format!("{:?}", from_node::<Manifest>(&node).unwrap())
-        };
+    fn streamed_is_the_whole_manifest() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut streamed = 0;
+        let mut streamed_docs = [0, 0];
         for dir in ["examples", "profiles", "dist"] {
             for e in walkdir::WalkDir::new(root.join(dir)).into_iter().flatten() {
-                if e.path().extension().is_some_and(|x| x == "toml") {
-                    let doc = std::fs::read_to_string(e.path()).unwrap();
-                    if let Some(m) = toml_streamed(&doc) {
-                        assert_eq!(format!("{m:?}"), whole(&doc), "{}", e.path().display());
-                        streamed += 1;
-                    }
+                let (format, n) = match e.path().extension().and_then(|x| x.to_str()) {
+                    Some("toml") => (Format::Toml, 0),
+                    Some("yaml" | "yml") => (Format::Yaml, 1),
+                    _ => continue,
+                };
+                let doc = std::fs::read_to_string(e.path()).unwrap();
+                if let Some(m) = streamed(&doc, format) {
+                    assert_eq!(
+                        format!("{m:?}"),
+                        whole(&doc, format),
+                        "{}",
+                        e.path().display()
+                    );
+                    streamed_docs[n] += 1;
                 }
             }
         }
-        assert!(streamed >= 3, "{streamed} manifests read table by table");
-        let doc = "binary = [{ name = \"sh\" }]\n[[dir]]\npath = \"/a\"\n[[dir]]\npath = \"/b\"\nmode = \"0700\"\n[[symlink]]\npath = \"/c\"\ntarget = \"a\"\n[[segment]]\nname = \"s\"\n";
-        let m = toml_streamed(doc).expect("read table by table");
-        assert_eq!(
-            (
-                m.dir.len(),
-                m.symlink.len(),
-                m.binary.len(),
-                m.segment.len()
-            ),
-            (2, 1, 1, 1)
+        assert!(
+            streamed_docs[0] >= 3 && streamed_docs[1] >= 1,
+            "{streamed_docs:?}"
         );
-        assert_eq!(format!("{m:?}"), whole(doc));
-        // An unknown key in one table: the whole document's error is the one.
-        assert!(toml_streamed("[[dir]]\npath = \"/a\"\n[[dir]]\npth = \"/b\"\n").is_none());
-        assert!(toml_streamed("[image]\nordr = 1\n[[dir]]\npath = \"/a\"\n").is_none());
+        let toml = "binary = [{ name = \"sh\" }]\n[[dir]]\npath = \"/a\"\n[[dir]]\npath = \"/b\"\nmode = \"0700\"\n[[symlink]]\npath = \"/c\"\ntarget = \"a\"\n[[segment]]\nname = \"s\"\n";
+        let yaml = "binary:\n  - name: sh\ndir:\n  - path: /a\n  - {path: /b, mode: \"0700\"}\nsymlink:\n  - path: /c\n    target: a\nsegment:\n  - name: s\n";
+        for (doc, format) in [(toml, Format::Toml), (yaml, Format::Yaml)] {
+            let m = streamed(doc, format).expect("read rule by rule");
+            assert_eq!(
+                (
+                    m.dir.len(),
+                    m.symlink.len(),
+                    m.binary.len(),
+                    m.segment.len()
+                ),
+                (2, 1, 1, 1)
+            );
+            assert_eq!(format!("{m:?}"), whole(doc, format));
+        }
+        // An anchored list is left whole, and its alias repeats all of it.
+        let doc = "dir: &d\n  - path: /a\n  - path: /b\nsymlink:\n  - path: /c\n    target: a\n";
+        assert_eq!(
+            format!("{:?}", streamed(doc, Format::Yaml).unwrap()),
+            whole(doc, Format::Yaml)
+        );
+        // An unknown key in one rule or in the rest, a key written twice:
+        // the whole document's error is the one.
+        for (doc, format) in [
+            (
+                "[[dir]]\npath = \"/a\"\n[[dir]]\npth = \"/b\"\n",
+                Format::Toml,
+            ),
+            ("[image]\nordr = 1\n[[dir]]\npath = \"/a\"\n", Format::Toml),
+            ("dir:\n  - path: /a\n  - pth: /b\n", Format::Yaml),
+            ("image:\n  ordr: 1\ndir:\n  - path: /a\n", Format::Yaml),
+            ("dir:\n  - path: /a\ndir:\n  - path: /b\n", Format::Yaml),
+        ] {
+            assert!(streamed(doc, format).is_none(), "{doc}");
+        }
     }
 
     #[test]
