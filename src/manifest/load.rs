@@ -101,8 +101,10 @@ pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
     if let Some(m) = streamed(text, format) {
         return Ok(m);
     }
+    // `streamed` has tried TOML table by table already: what is left is
+    // the whole parse, whose answer (a tree or an error) is the reference.
     let parsed = match format {
-        Format::Toml => toml_doc::parse(text),
+        Format::Toml => toml_doc::whole(text, &crate::manifest::node::Lines::new(text)),
         Format::Yaml => yaml_doc::parse(text),
     };
     let node = parsed.map_err(|e| Error::at(origin(e.pos), e.message))?;

@@ -31,6 +31,11 @@ pub enum Value {
     Map(Vec<(Node, Node)>),
 }
 
+/// Takes a table of a rule, with the name of its list, as soon as the
+/// parser has read it (see `toml_doc::by_tables` and
+/// `yaml_doc::parse_with`): None when kept, or the table given back.
+pub type Take<'t> = &'t mut dyn FnMut(&str, Node) -> Option<Node>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
     pub pos: Pos,
@@ -250,12 +255,7 @@ pub mod toml_doc {
     type Arrays = Vec<(Pos, Pos, Vec<Node>)>;
 
     /// Gives the pending tables to `take`, keeping what it gives back.
-    fn give(
-        pending: &mut Vec<(usize, Node)>,
-        names: &[&str],
-        arrays: &mut Arrays,
-        take: &mut dyn FnMut(&str, Node) -> Option<Node>,
-    ) {
+    fn give(pending: &mut Vec<(usize, Node)>, names: &[&str], arrays: &mut Arrays, take: Take<'_>) {
         for (k, table) in pending.drain(..) {
             if let Some(table) = take(names[k], table) {
                 arrays[k].2.push(table);
@@ -281,11 +281,7 @@ pub mod toml_doc {
     /// name soon after it is read (in batches of [`TAKE_BATCH`]); `take`
     /// keeps it (None: the caller deserializes it, and the tree is never
     /// held whole) or gives it back to be in the returned tree.
-    pub fn by_tables(
-        text: &str,
-        lines: &Lines,
-        take: &mut dyn FnMut(&str, Node) -> Option<Node>,
-    ) -> Option<Node> {
+    pub fn by_tables(text: &str, lines: &Lines, take: Take<'_>) -> Option<Node> {
         let headers = headers(text)?;
         let simple = |h: &Header| h.array && !h.dotted;
         // Names whose every header is a plain `[[name]]` (sets: a hostile
@@ -464,9 +460,6 @@ pub mod yaml_doc {
     /// this and the number of values in the document, so that an alias
     /// bomb (each anchor listing the previous one nine times) fails fast.
     pub const MIN_ALIAS_BUDGET: usize = 10_000;
-
-    /// Takes a rule's table as soon as it is read (see [`parse_with`]).
-    type Take<'t> = &'t mut dyn FnMut(&str, Node) -> Option<Node>;
 
     #[derive(Default)]
     struct Builder<'t> {
