@@ -141,6 +141,13 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 }
 
 /// Like `run_ok`, but returns an error message instead of panicking.
+/// The type of the filesystem `path` is on, as `stat -f -c %T` names it
+/// ("ext2/ext3", "tmpfs", "xfs", "btrfs", ...).
+pub fn fs_type(path: &Path) -> String {
+    let out = run_ok(Command::new("stat").args(["-f", "-c", "%T"]).arg(path));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 pub fn try_run(cmd: &mut Command) -> Result<Output, String> {
     let out = cmd
         .stdin(Stdio::null())
