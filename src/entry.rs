@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use crate::bytes::SmallBytes;
 use crate::path::ImagePath;
 
 /// `S_IFMT` type bits, as the newc header stores them.
@@ -76,8 +77,10 @@ impl Source {
 
     /// The source as `meta` describes it; `nofollow`: `path` itself is not
     /// a symlink (the caller's lstat said so).
-    pub fn new(path: PathBuf, meta: &std::fs::Metadata, nofollow: bool) -> Self {
+    pub fn new(mut path: PathBuf, meta: &std::fs::Metadata, nofollow: bool) -> Self {
         use std::os::unix::fs::MetadataExt;
+        // Held until the image is written, one per file: no spare capacity.
+        path.shrink_to_fit();
         Source {
             path,
             size: meta.len(),
@@ -101,7 +104,7 @@ pub enum Kind {
     },
     Dir,
     Symlink {
-        target: Vec<u8>,
+        target: SmallBytes,
     },
     Node {
         kind: DeviceKind,

@@ -8,6 +8,7 @@
 //! [`extract`] read images back. The library returns values and warnings
 //! and never prints: the `composer` binary does.
 
+pub mod bytes;
 pub mod cache;
 pub mod compress;
 pub mod cpio;

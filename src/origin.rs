@@ -5,27 +5,106 @@ use std::sync::Arc;
 
 /// Where an entry (or an error) comes from: a file, a 1-based line and column,
 /// and optionally the rule that produced it.
+///
+/// Every entry carries one, so it is small (16 bytes): the file and the rule
+/// are shared by all the origins in one [`Place`], and [`Origin::at`] makes
+/// another position in the same place without an allocation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Origin {
-    pub file: Arc<str>,
+    place: Arc<Place>,
     pub line: u32,
     pub column: u32,
-    pub rule: Option<Arc<str>>,
+}
+
+/// A file, and the rule of it that made an entry.
+#[derive(Debug, PartialEq, Eq, Hash, Default)]
+struct Place {
+    file: Arc<str>,
+    rule: Option<Arc<str>>,
 }
 
 impl Origin {
+    /// A position in `file`, of no rule. Each call makes a new place: for
+    /// many positions in one file, make one and use [`Origin::at`].
     pub fn new(file: Arc<str>, line: u32, column: u32) -> Self {
         Origin {
-            file,
+            place: Arc::new(Place { file, rule: None }),
             line,
             column,
-            rule: None,
+        }
+    }
+
+    /// Another position in the same file and rule.
+    pub fn at(&self, line: u32, column: u32) -> Origin {
+        Origin {
+            place: self.place.clone(),
+            line,
+            column,
+        }
+    }
+
+    pub fn file(&self) -> &Arc<str> {
+        &self.place.file
+    }
+
+    /// The rule that made the entry (`file /init`, `modules "ext4"`).
+    pub fn rule(&self) -> Option<&str> {
+        self.place.rule.as_deref()
+    }
+
+    /// This position as made by `rule`.
+    pub fn with_rule(&self, rule: impl Into<Arc<str>>) -> Origin {
+        self.with_place(Some(rule.into()))
+    }
+
+    /// This position, of no rule.
+    pub fn without_rule(&self) -> Origin {
+        if self.place.rule.is_none() {
+            return self.clone();
+        }
+        self.with_place(None)
+    }
+
+    fn with_place(&self, rule: Option<Arc<str>>) -> Origin {
+        Origin {
+            place: Arc::new(Place {
+                file: self.place.file.clone(),
+                rule,
+            }),
+            line: self.line,
+            column: self.column,
         }
     }
 }
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+        write!(f, "{}:{}:{}", self.place.file, self.line, self.column)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_origin_is_two_words() {
+        assert_eq!(std::mem::size_of::<Origin>(), 16);
+    }
+
+    #[test]
+    fn positions_share_their_place() {
+        let a = Origin::new(Arc::from("m.toml"), 3, 1).with_rule("dir");
+        let b = a.at(9, 2);
+        assert!(Arc::ptr_eq(&a.place, &b.place));
+        assert_eq!(
+            (b.file().as_ref(), b.rule(), b.line, b.column),
+            ("m.toml", Some("dir"), 9, 2)
+        );
+        assert_eq!(b.to_string(), "m.toml:9:2");
+        let c = b.without_rule();
+        assert_eq!((c.rule(), c.to_string()), (None, "m.toml:9:2".to_string()));
+        assert_ne!(b, c);
+        assert_eq!(a.at(9, 2), b);
     }
 }

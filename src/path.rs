@@ -12,6 +12,7 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::ops::Deref;
 
+use crate::bytes::SmallBytes;
 use crate::error::{Error, Result};
 use crate::origin::Origin;
 
@@ -22,7 +23,7 @@ pub const PATH_MAX: usize = 4096;
 /// A valid archive name (see the module documentation). The empty path is
 /// the image's root, which only a normalised manifest path can be.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ImagePath(Vec<u8>);
+pub struct ImagePath(SmallBytes);
 
 impl ImagePath {
     /// A name of a gen_init_cpio list: one leading `/` dropped, the rest
@@ -42,14 +43,14 @@ impl ImagePath {
             )
             .with_hint("archive names must stay inside the image's root"));
         }
-        Ok(ImagePath(name.to_vec()))
+        Ok(ImagePath(name.into()))
     }
 
     /// A name as the kernel's gen_init_cpio takes it (`--compat`): one
     /// leading `/` dropped, nothing else checked. The C reader it copies
     /// cannot see a NUL, so none is there.
     pub fn compat(raw: &[u8]) -> ImagePath {
-        ImagePath(raw.strip_prefix(b"/").unwrap_or(raw).to_vec())
+        ImagePath(raw.strip_prefix(b"/").unwrap_or(raw).into())
     }
 
     /// A manifest path: leading `/`, empty and `.` components dropped,
@@ -74,20 +75,14 @@ impl ImagePath {
         }
         let out = parts.join(&b'/');
         check(&out, origin, "image path")?;
-        Ok(ImagePath(out))
+        Ok(ImagePath(out.into()))
     }
 
     /// A path already in normal form (made from normalised parts), checked
     /// again for what joining the parts can break: its length.
     pub(crate) fn checked(name: Vec<u8>, origin: &Origin) -> Result<ImagePath> {
         check(&name, origin, "image path")?;
-        Ok(ImagePath(name))
-    }
-
-    /// Whether `name` (in normal form) may be an archive name: what
-    /// [`Self::checked`] checks, without taking it.
-    pub(crate) fn check(name: &[u8], origin: &Origin) -> Result<()> {
-        check(name, origin, "image path")
+        Ok(ImagePath(name.into()))
     }
 
     /// A name composer makes itself from parts it has checked (the early
@@ -95,7 +90,7 @@ impl ImagePath {
     pub(crate) fn generated(name: impl Into<Vec<u8>>) -> ImagePath {
         let name = name.into();
         debug_assert!(!name.contains(&0) && name.len() < PATH_MAX && !name.starts_with(b"/"));
-        ImagePath(name)
+        ImagePath(name.into())
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -103,7 +98,7 @@ impl ImagePath {
     }
 
     pub fn into_bytes(self) -> Vec<u8> {
-        self.0
+        self.0.into_vec()
     }
 
     /// The image's root (a normalised `/`).
@@ -113,13 +108,13 @@ impl ImagePath {
 
     /// This path with `name` (a checked relative path) appended.
     pub fn join(&self, name: &[u8], origin: &Origin) -> Result<ImagePath> {
-        let mut p = self.0.clone();
+        let mut p = self.0.to_vec();
         if !p.is_empty() {
             p.push(b'/');
         }
         p.extend_from_slice(name);
         check(&p, origin, "image path")?;
-        Ok(ImagePath(p))
+        Ok(ImagePath(p.into()))
     }
 
     /// The directory this path is in; None at the top level.
@@ -184,25 +179,25 @@ impl Borrow<[u8]> for ImagePath {
 
 impl PartialEq<[u8]> for ImagePath {
     fn eq(&self, other: &[u8]) -> bool {
-        self.0 == other
+        *self.0 == *other
     }
 }
 
 impl<const N: usize> PartialEq<[u8; N]> for ImagePath {
     fn eq(&self, other: &[u8; N]) -> bool {
-        self.0 == other[..]
+        *self.0 == other[..]
     }
 }
 
 impl<const N: usize> PartialEq<&[u8; N]> for ImagePath {
     fn eq(&self, other: &&[u8; N]) -> bool {
-        self.0 == other[..]
+        *self.0 == other[..]
     }
 }
 
 impl PartialEq<Vec<u8>> for ImagePath {
     fn eq(&self, other: &Vec<u8>) -> bool {
-        self.0 == *other
+        *self.0 == **other
     }
 }
 

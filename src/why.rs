@@ -170,7 +170,7 @@ impl Explanation {
                     "path": format!("/{}", h.path),
                     "size": h.size,
                     "origin": {
-                        "file": &*h.origin.file,
+                        "file": &**h.origin.file(),
                         "line": h.origin.line,
                         "column": h.origin.column,
                     },
@@ -206,8 +206,8 @@ fn hits(entries: &[&Entry], t: &str) -> Result<Vec<Hit>> {
         if name != path && !is_module && !is_fw {
             continue;
         }
-        let mut origin = e.origin.clone();
-        let rule = origin.rule.take().map(|r| r.to_string());
+        let origin = e.origin.without_rule();
+        let rule = e.origin.rule().map(str::to_string);
         hits.push(Hit {
             size: size_of(e),
             path: name,
@@ -234,7 +234,7 @@ fn modules_by_size(entries: &[&Entry]) -> Vec<ModuleSize> {
                 module_bytes: size_of(e),
                 firmware_bytes: 0,
                 firmware_files: 0,
-                why: e.origin.rule.as_deref().unwrap_or("").to_string(),
+                why: e.origin.rule().unwrap_or("").to_string(),
             });
         }
     }
@@ -243,7 +243,7 @@ fn modules_by_size(entries: &[&Entry]) -> Vec<ModuleSize> {
         if !name.contains("lib/firmware/") || !matches!(e.kind, Kind::File { .. }) {
             continue;
         }
-        let Some(rule) = e.origin.rule.as_deref() else {
+        let Some(rule) = e.origin.rule() else {
             continue;
         };
         let mut parts: Vec<&str> = rule.split(" -> ").collect();

@@ -149,7 +149,9 @@ fn entries(
                     links: link_names,
                 }
             }
-            Item::Symlink(t) => Kind::Symlink { target: t.clone() },
+            Item::Symlink(t) => Kind::Symlink {
+                target: t.as_slice().into(),
+            },
             Item::Node(block, major, minor) => Kind::Node {
                 kind: if *block {
                     DeviceKind::Block
@@ -267,7 +269,8 @@ fn check_tree(
                 Kind::File { .. } => ft.is_file(),
                 Kind::Dir => ft.is_dir(),
                 Kind::Symlink { target } => {
-                    ft.is_symlink() && fs::read_link(&p).unwrap().as_os_str().as_bytes() == target
+                    ft.is_symlink()
+                        && fs::read_link(&p).unwrap().as_os_str().as_bytes() == target.as_slice()
                 }
                 // Extractors make device nodes only as root; either way the
                 // name is there.

@@ -192,7 +192,7 @@ fn handle(kind: &str, args: &[u8], origin: &Origin, env: EnvLookup) -> Result<En
             else {
                 return Err(unrecognized(origin.clone(), "slink"));
             };
-            let target = target.to_vec();
+            let target = target.into();
             Ok(entry(
                 origin,
                 name,
@@ -260,6 +260,7 @@ fn chunks(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
 pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<ParsedList> {
     let mut parsed = ParsedList::default();
     let mut first_error: Option<Error> = None;
+    let place = Origin::new(file, 1, 1);
     // Positions are reported in the file's own lines, not in fgets chunks:
     // a line longer than one chunk continues in the next chunk.
     let (mut next_line, mut next_base) = (1u32, 0usize);
@@ -270,7 +271,7 @@ pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<Pars
         } else {
             next_base += chunk.len();
         }
-        let origin = |column: usize| Origin::new(file.clone(), number, (base + column) as u32 + 1);
+        let origin = |column: usize| place.at(number, (base + column) as u32 + 1);
         // C strings end at the first NUL.
         let c = &chunk[..chunk.iter().position(|&b| b == 0).unwrap_or(chunk.len())];
         if c.first() == Some(&b'#') {

@@ -19,7 +19,8 @@ fn is_blank(b: u8) -> bool {
 }
 
 struct Line<'a> {
-    file: &'a Arc<str>,
+    /// Any position in the file: lines share its place.
+    file: &'a Origin,
     number: u32,
     fields: Vec<(u32, &'a [u8])>,
     end_column: u32,
@@ -27,7 +28,7 @@ struct Line<'a> {
 
 impl<'a> Line<'a> {
     fn origin(&self, column: u32) -> Origin {
-        Origin::new(self.file.clone(), self.number, column)
+        self.file.at(self.number, column)
     }
 
     fn field(&self, i: usize) -> (Origin, &'a [u8]) {
@@ -56,6 +57,7 @@ fn split_fields(line: &[u8]) -> Vec<(u32, &[u8])> {
 
 pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<ParsedList> {
     let mut parsed = ParsedList::default();
+    let place = Origin::new(file, 1, 1);
     // For duplicate names: name -> (index of the entry, line).
     let mut seen: HashMap<Vec<u8>, (usize, u32)> = HashMap::new();
     for (idx, raw) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -64,7 +66,7 @@ pub(super) fn parse(bytes: &[u8], file: Arc<str>, env: EnvLookup) -> Result<Pars
             continue;
         }
         let line = Line {
-            file: &file,
+            file: &place,
             number,
             fields: split_fields(raw),
             end_column: raw.len() as u32 + 1,
@@ -237,7 +239,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
             Entry::new(
                 name.clone(),
                 Kind::Symlink {
-                    target: target.to_vec(),
+                    target: target.into(),
                 },
                 0,
                 name_origin.clone(),
@@ -341,7 +343,7 @@ fn expand_strict(origin: &Origin, text: &[u8], env: EnvLookup) -> Result<Vec<u8>
                 let var = &text[i + 2..i + 2 + len];
                 let name = std::str::from_utf8(var).unwrap_or("");
                 let column = origin.column + i as u32;
-                let at = Origin::new(origin.file.clone(), origin.line, column);
+                let at = origin.at(origin.line, column);
                 let value = (!name.is_empty()).then(|| env(name)).flatten();
                 let Some(value) = value else {
                     return Err(Error::at(

@@ -99,7 +99,7 @@ pub(super) fn add_all(
                 dest,
                 mode: 0o777,
                 kind: Kind::Symlink {
-                    target: target.as_os_str().as_bytes().to_vec(),
+                    target: target.as_os_str().as_bytes().into(),
                 },
                 origin: origin.clone(),
             },

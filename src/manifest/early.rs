@@ -13,7 +13,6 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::de::Spanned;
 use super::load::{expand, Doc, Loaded};
@@ -50,7 +49,7 @@ fn host_path(
     let origin = doc.origin(t.pos);
     let bytes = match std::str::from_utf8(&t.value.0) {
         Ok(s) => expand(s, t.pos, &doc.file, &loaded.vars)?.into_bytes(),
-        Err(_) => t.value.0.clone(),
+        Err(_) => t.value.0.to_vec(),
     };
     let path = Path::new(OsStr::from_bytes(&bytes));
     let host = if bytes.starts_with(b"/") {
@@ -236,11 +235,7 @@ fn gather_early(
 ) -> Result<(Vec<Entry>, Option<tempfile::TempDir>)> {
     let mut scratch = None;
     let mut list: Vec<Entry> = Vec::new();
-    let with_rule = |rule: &str| {
-        let mut o = origin.clone();
-        o.rule = Some(Arc::from(rule));
-        o
-    };
+    let with_rule = |rule: &str| origin.with_rule(rule);
     let dir = |name: &str, o: &Origin| {
         let mut e = Entry::new(ImagePath::generated(name), Kind::Dir, 0o755, o.clone());
         e.mtime = Some(0);

@@ -37,6 +37,8 @@ pub struct LoadOptions {
 #[derive(Debug)]
 pub struct Doc {
     pub file: Arc<str>,
+    /// A position in the file, whose place the others share.
+    place: Origin,
     /// The directory relative paths in this document start from.
     pub dir: PathBuf,
     pub manifest: Manifest,
@@ -44,7 +46,7 @@ pub struct Doc {
 
 impl Doc {
     pub fn origin(&self, pos: Pos) -> Origin {
-        Origin::new(self.file.clone(), pos.line, pos.column)
+        self.place.at(pos.line, pos.column)
     }
 }
 
@@ -185,8 +187,11 @@ pub(crate) fn streamed(text: &str, format: Format) -> Option<Manifest> {
     // such a document whole; YAML: each list was given out whole, its key
     // is there with an empty list).
     fn put<T>(to: &mut Vec<T>, mut from: Vec<T>) {
-        if !from.is_empty() {
-            from.shrink_to_fit();
+        from.shrink_to_fit();
+        if to.is_empty() {
+            // Moved, not copied beside itself.
+            *to = from;
+        } else {
             to.append(&mut from);
         }
     }
@@ -245,6 +250,7 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
         .unwrap_or(Path::new("."));
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     Ok(Doc {
+        place: Origin::new(file.clone(), 1, 1),
         file,
         dir,
         manifest,

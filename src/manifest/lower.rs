@@ -43,47 +43,32 @@ struct Lowered {
     links: HashMap<Vec<u8>, Vec<u8>>,
 }
 
-/// How strongly an item claims its destination: an implied directory (a
-/// parent, or one met while walking a tree) yields to a declared one.
+/// How strongly an entry claims its name: an implied directory (a parent,
+/// or one met while walking a tree) yields to a declared one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Claim {
     Declared,
     Implied,
 }
 
-#[derive(Clone, Debug)]
-struct Item {
-    dest: Vec<u8>,
-    kind: Kind,
-    mode: u32,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    mtime: Option<u32>,
-    align: AlignHint,
-    origin: Origin,
-    claim: Claim,
+/// The entries the rules make, in the order they are made, and how
+/// strongly each claims its name (kept beside them: an entry is what the
+/// image holds, and there are many).
+#[derive(Default)]
+struct Made {
+    entries: Vec<Entry>,
+    claims: Vec<Claim>,
 }
 
-impl Item {
-    /// An entry a rule declares outright (not a directory met on a walk).
-    fn declared(
-        dest: Vec<u8>,
-        kind: Kind,
-        mode: u32,
-        owner: (Option<u32>, Option<u32>),
-        origin: Origin,
-    ) -> Item {
-        Item {
-            dest,
-            kind,
-            mode,
-            uid: owner.0,
-            gid: owner.1,
-            mtime: None,
-            align: AlignHint::Default,
-            origin,
-            claim: Claim::Declared,
-        }
+impl Made {
+    fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        self.claims.reserve(n);
+    }
+
+    fn push(&mut self, entry: Entry, claim: Claim) {
+        self.entries.push(entry);
+        self.claims.push(claim);
     }
 }
 
@@ -160,7 +145,7 @@ impl Taken {
 pub(super) struct Lowerer<'a> {
     loaded: &'a Loaded,
     root: Root,
-    items: Vec<Item>,
+    made: Made,
     /// (link name, target image path, origin, where the target is named)
     hardlinks: Vec<(Vec<u8>, Vec<u8>, Origin, Origin)>,
     warnings: Vec<Warning>,
@@ -168,10 +153,14 @@ pub(super) struct Lowerer<'a> {
     binary_requests: Vec<crate::resolve::elf::BinaryRequest>,
     file_modes: FileModes,
     dir_mode: u32,
-    source_mtimes: bool,
-    /// One shared copy of each fixed rule name ("dir", "symlink", ...) for
-    /// the origins of the entries they make.
-    words: Vec<(&'static str, Arc<str>)>,
+    /// `defaults.uid` and `gid`: the owner of entries that name none.
+    owner: (u32, u32),
+    /// The mtime every entry gets (`SOURCE_DATE_EPOCH`, `mtime = N`); None:
+    /// each file's own, and 0 for what has no source.
+    fixed: Option<u32>,
+    /// An origin of each fixed rule name ("dir", "symlink", ...) of each
+    /// document, whose place the entries they make share.
+    words: Vec<(&'static str, Origin)>,
 }
 
 /// A manifest path in normal form (see [`ImagePath::normalise`]).
@@ -179,19 +168,19 @@ fn normalise(path: &[u8], origin: &Origin) -> Result<Vec<u8>> {
     Ok(ImagePath::normalise(path, origin)?.into_bytes())
 }
 
-/// [`normalise`] of a path the caller owns: a path already in normal form
-/// but for its leading `/` (as most are) keeps its allocation.
-fn normalise_owned(mut path: Vec<u8>, origin: &Origin) -> Result<Vec<u8>> {
+/// [`ImagePath::normalise`] of a path the caller owns, without a copy for
+/// one already in normal form but for its leading `/` (as most are).
+fn normalise_owned(mut path: Vec<u8>, origin: &Origin) -> Result<ImagePath> {
     let plain = path.len() > 1
         && path[0] == b'/'
         && path[1..]
             .split(|&b| b == b'/')
             .all(|c| !matches!(c, b"" | b"." | b".."));
     if !plain {
-        return normalise(&path, origin);
+        return ImagePath::normalise(&path, origin);
     }
     path.remove(0);
-    Ok(ImagePath::checked(path, origin)?.into_bytes())
+    ImagePath::checked(path, origin)
 }
 
 fn clamp_mtime(t: i64) -> u32 {
@@ -218,7 +207,7 @@ impl Lowerer<'_> {
     fn text(&self, doc: &Doc, t: &Spanned<PathText>) -> Result<Vec<u8>> {
         match std::str::from_utf8(&t.value.0) {
             Ok(s) => Ok(expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()),
-            Err(_) => Ok(t.value.0.clone()),
+            Err(_) => Ok(t.value.0.to_vec()),
         }
     }
 
@@ -230,7 +219,7 @@ impl Lowerer<'_> {
             Ok(s) if s.contains("${") => {
                 expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()
             }
-            _ => bytes,
+            _ => bytes.into_vec(),
         };
         Ok(Spanned::new(t.pos, value))
     }
@@ -254,33 +243,75 @@ impl Lowerer<'_> {
     }
 
     fn origin(doc: &Doc, pos: Pos, rule: &str) -> Origin {
-        let mut o = doc.origin(pos);
-        o.rule = Some(Arc::from(rule));
-        o
+        doc.origin(pos).with_rule(rule)
     }
 
-    /// [`Self::origin`] for a rule named by a fixed word, sharing one copy
-    /// of the word between all its entries.
+    /// [`Self::origin`] for a rule named by a fixed word: the entries of
+    /// one document's rules of that word share one place.
     fn word_origin(&mut self, doc: &Doc, pos: Pos, word: &'static str) -> Origin {
-        let rule = match self.words.iter().find(|(w, _)| *w == word) {
-            Some((_, name)) => name.clone(),
+        let known = self
+            .words
+            .iter()
+            .find(|(w, o)| *w == word && Arc::ptr_eq(o.file(), &doc.file));
+        match known {
+            Some((_, o)) => o.at(pos.line, pos.column),
             None => {
-                let name: Arc<str> = Arc::from(word);
-                self.words.push((word, name.clone()));
-                name
+                let o = Self::origin(doc, pos, word);
+                self.words.push((word, o.clone()));
+                o
             }
-        };
-        let mut o = doc.origin(pos);
-        o.rule = Some(rule);
-        o
+        }
     }
 
-    fn push(&mut self, item: Item) {
-        self.items.push(item);
+    /// An entry a rule declares outright (not a directory met on a walk),
+    /// with the defaults for what the rule does not say.
+    fn declared(
+        &self,
+        name: ImagePath,
+        kind: Kind,
+        mode: u32,
+        owner: (Option<u32>, Option<u32>),
+        origin: Origin,
+    ) -> Entry {
+        let mut e = self.entry(name, kind, mode, origin, None);
+        e.uid = owner.0.unwrap_or(e.uid);
+        e.gid = owner.1.unwrap_or(e.gid);
+        e
+    }
+
+    /// Adds an entry a rule declares.
+    fn declare(&mut self, e: Entry) {
+        self.made.push(e, Claim::Declared);
+    }
+
+    /// An entry with the defaults; `mtime` as the source has it (None: a
+    /// file's is its source's, anything else 0), unless the build fixes one.
+    fn entry(
+        &self,
+        name: ImagePath,
+        kind: Kind,
+        mode: u32,
+        origin: Origin,
+        mtime: Option<u32>,
+    ) -> Entry {
+        let mtime = self.fixed.or(mtime).or(match kind {
+            Kind::File { .. } => None,
+            _ => Some(0),
+        });
+        Entry {
+            name,
+            kind,
+            mode,
+            uid: self.owner.0,
+            gid: self.owner.1,
+            mtime,
+            align: AlignHint::Default,
+            origin,
+        }
     }
 
     fn source_mtime(&self, meta: &std::fs::Metadata) -> Option<u32> {
-        self.source_mtimes.then(|| clamp_mtime(meta.mtime()))
+        self.fixed.is_none().then(|| clamp_mtime(meta.mtime()))
     }
 
     fn file_mode(&self, own: Option<super::model::Mode>, meta: &std::fs::Metadata) -> u32 {
@@ -296,7 +327,7 @@ impl Lowerer<'_> {
         dest: Vec<u8>,
         origin: &Origin,
         align: AlignHint,
-    ) -> Result<Item> {
+    ) -> Result<(Entry, Claim)> {
         let host = entry.path();
         let ft = meta.file_type();
         let (kind, mode, claim) = if ft.is_dir() {
@@ -310,7 +341,7 @@ impl Lowerer<'_> {
             })?;
             (
                 Kind::Symlink {
-                    target: target.as_os_str().as_bytes().to_vec(),
+                    target: target.as_os_str().as_bytes().into(),
                 },
                 0o777,
                 Claim::Declared,
@@ -351,17 +382,10 @@ impl Lowerer<'_> {
             Kind::File { .. } => None,
             _ => self.source_mtime(meta),
         };
-        Ok(Item {
-            dest,
-            kind,
-            mode,
-            uid: None,
-            gid: None,
-            mtime,
-            align,
-            origin: origin.clone(),
-            claim,
-        })
+        let name = ImagePath::checked(dest, origin)?;
+        let mut e = self.entry(name, kind, mode, origin.clone(), mtime);
+        e.align = align;
+        Ok((e, claim))
     }
 
     fn rules(&mut self, doc: &Doc, mut t: Taken) -> Result<()> {
@@ -373,7 +397,7 @@ impl Lowerer<'_> {
                     .push(super::binaries::library(&name, origin));
             }
         }
-        self.items.reserve(t.items());
+        self.made.reserve(t.items());
         // Rules of every kind in the order they were written: the one
         // written first of those next in each kind.
         loop {
@@ -415,30 +439,27 @@ impl Lowerer<'_> {
                     let r = t.dir.pop().value;
                     let path = self.take_text(doc, r.path)?;
                     let origin = self.word_origin(doc, pos, "dir");
-                    let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
-                    self.push(Item::declared(
-                        dest,
-                        Kind::Dir,
-                        r.mode.map_or(self.dir_mode, |m| m.0),
-                        (r.uid, r.gid),
-                        origin,
-                    ));
+                    let name = normalise_owned(path.value, &doc.origin(path.pos))?;
+                    let mode = r.mode.map_or(self.dir_mode, |m| m.0);
+                    let e = self.declared(name, Kind::Dir, mode, (r.uid, r.gid), origin);
+                    self.declare(e);
                 }
                 4 => self.symlink(doc, pos, t.symlink.pop().value)?,
                 5 => {
                     let r = t.hardlink.pop().value;
                     let origin = self.word_origin(doc, pos, "hardlink");
                     let path = self.take_text(doc, r.path)?;
-                    let path = normalise_owned(path.value, &doc.origin(path.pos))?;
+                    let path = normalise_owned(path.value, &doc.origin(path.pos))?.into_bytes();
                     let target_at = self.word_origin(doc, r.target.pos, "hardlink");
-                    let target = normalise_owned(self.take_text(doc, r.target)?.value, &target_at)?;
+                    let target = self.take_text(doc, r.target)?.value;
+                    let target = normalise_owned(target, &target_at)?.into_bytes();
                     self.hardlinks.push((path, target, origin, target_at));
                 }
                 6 => {
                     let r = t.node.pop().value;
                     let origin = self.word_origin(doc, pos, "node");
                     let path = self.take_text(doc, r.path)?;
-                    let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
+                    let name = normalise_owned(path.value, &doc.origin(path.pos))?;
                     let kind = match r.kind {
                         super::model::NodeType::Char => DeviceKind::Char,
                         super::model::NodeType::Block => DeviceKind::Block,
@@ -449,7 +470,8 @@ impl Lowerer<'_> {
                         minor: r.minor,
                     };
                     let mode = r.mode.map_or(0o600, |m| m.0);
-                    self.push(Item::declared(dest, kind, mode, (r.uid, r.gid), origin));
+                    let e = self.declared(name, kind, mode, (r.uid, r.gid), origin);
+                    self.declare(e);
                 }
                 7 | 8 => {
                     let (r, kind, word) = match which {
@@ -458,14 +480,10 @@ impl Lowerer<'_> {
                     };
                     let origin = self.word_origin(doc, pos, word);
                     let path = self.take_text(doc, r.path)?;
-                    let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
-                    self.push(Item::declared(
-                        dest,
-                        kind,
-                        r.mode.map_or(0o644, |m| m.0),
-                        (r.uid, r.gid),
-                        origin,
-                    ));
+                    let name = normalise_owned(path.value, &doc.origin(path.pos))?;
+                    let mode = r.mode.map_or(0o644, |m| m.0);
+                    let e = self.declared(name, kind, mode, (r.uid, r.gid), origin);
+                    self.declare(e);
                 }
                 9 => self.tree(doc, pos, &t.tree.pop().value)?,
                 _ => self.glob(doc, pos, &t.glob.pop().value)?,
@@ -510,9 +528,9 @@ impl Lowerer<'_> {
             links: vec![],
         };
         let mode = self.file_mode(r.mode, &st.meta);
-        let mut item = Item::declared(dest, kind, mode, (r.uid, r.gid), origin);
-        item.align = align_hint(r.align);
-        self.push(item);
+        let mut e = self.declared(dest, kind, mode, (r.uid, r.gid), origin);
+        e.align = align_hint(r.align);
+        self.declare(e);
         Ok(())
     }
 
@@ -539,14 +557,13 @@ impl Lowerer<'_> {
             )
             .with_hint("remove the NUL from the target"));
         }
-        let dest = normalise_owned(path.value, &doc.origin(path.pos))?;
-        self.push(Item::declared(
-            dest,
-            Kind::Symlink { target },
-            r.mode.map_or(0o777, |m| m.0),
-            (r.uid, r.gid),
-            origin,
-        ));
+        let name = normalise_owned(path.value, &doc.origin(path.pos))?;
+        let kind = Kind::Symlink {
+            target: target.into(),
+        };
+        let mode = r.mode.map_or(0o777, |m| m.0);
+        let e = self.declared(name, kind, mode, (r.uid, r.gid), origin);
+        self.declare(e);
         Ok(())
     }
 
@@ -629,9 +646,9 @@ impl Lowerer<'_> {
                 }
                 seen_inodes.insert(key, dest.clone());
             }
-            let item = self.walked(&entry, &meta, dest, &origin, align)?;
+            let (e, claim) = self.walked(&entry, &meta, dest, &origin, align)?;
             crate::progress::advance(1);
-            self.push(item);
+            self.made.push(e, claim);
         }
         Ok(())
     }
@@ -709,8 +726,9 @@ impl Lowerer<'_> {
                         None => normalise(inside.as_os_str().as_bytes(), &origin)?,
                     };
                     matched += 1;
-                    let item = self.walked(&entry, &meta, dest, &origin, align_hint(r.align))?;
-                    self.push(item);
+                    let (e, claim) =
+                        self.walked(&entry, &meta, dest, &origin, align_hint(r.align))?;
+                    self.made.push(e, claim);
                 }
             }
             if matched == 0 && !r.optional {
@@ -733,37 +751,43 @@ impl Lowerer<'_> {
 
 /// Resolves `p` through the image's directory symlinks (merged /usr).
 fn through_links(p: &[u8], links: &HashMap<Vec<u8>, Vec<u8>>) -> Vec<u8> {
-    let mut cur = p.to_vec();
+    through_links_changed(p, links).unwrap_or_else(|| p.to_vec())
+}
+
+/// [`through_links`], None when no link applies.
+fn through_links_changed(p: &[u8], links: &HashMap<Vec<u8>, Vec<u8>>) -> Option<Vec<u8>> {
+    let mut changed: Option<Vec<u8>> = None;
     for _ in 0..40 {
-        let mut changed = false;
+        let cur = changed.as_deref().unwrap_or(p);
+        let mut next = None;
         let mut i = 0;
         while let Some(off) = cur[i..].iter().position(|&b| b == b'/') {
             let prefix = &cur[..i + off];
             if let Some(target) = links.get(prefix) {
-                let mut next = target.clone();
-                next.extend_from_slice(&cur[i + off..]);
-                cur = next;
-                changed = true;
+                let mut n = target.clone();
+                n.extend_from_slice(&cur[i + off..]);
+                next = Some(n);
                 break;
             }
             i += off + 1;
         }
-        if !changed {
-            break;
+        match next {
+            Some(n) => changed = Some(n),
+            None => break,
         }
     }
-    cur
+    changed
 }
 
-fn describe(i: &Item) -> String {
-    match &i.kind {
+fn describe(e: &Entry) -> String {
+    match &e.kind {
         Kind::File { source, .. } => format!("file from `{}`", source.path.display()),
         Kind::Symlink { target } => format!("symlink to `{}`", escape(target)),
         k => k.keyword().to_string(),
     }
 }
 
-fn same(a: &Item, b: &Item) -> bool {
+fn same(a: &Entry, b: &Entry) -> bool {
     a.kind == b.kind && a.mode == b.mode && a.uid == b.uid && a.gid == b.gid
 }
 
@@ -806,18 +830,18 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     let loaded = &*loaded;
     crate::progress::start(crate::progress::Step::Trees, 0);
     let d = &loaded.defaults;
-    let fixed = policy.mtime.fixed;
     let file_modes = FileModes(d.file_mode.unwrap_or(ModeOrSource::Source));
     let mut lw = Lowerer {
         loaded,
         root: Root::new(&loaded.root),
-        items: Vec::new(),
+        made: Made::default(),
         hardlinks: Vec::new(),
         warnings: Vec::new(),
         binary_requests: Vec::new(),
         file_modes,
         dir_mode: d.dir_mode.map_or(0o755, |m| m.0),
-        source_mtimes: fixed.is_none(),
+        owner: (d.uid.unwrap_or(0), d.gid.unwrap_or(0)),
+        fixed: policy.mtime.fixed,
         words: Vec::new(),
     };
     for (doc, t) in loaded.docs.iter().zip(taken) {
@@ -835,59 +859,79 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     )?;
     let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
     for a in units.added.into_iter().chain(binaries).chain(modules) {
-        let dest = normalise(&a.dest, &a.origin)?;
-        lw.push(Item::declared(dest, a.kind, a.mode, (None, None), a.origin));
+        let name = ImagePath::normalise(&a.dest, &a.origin)?;
+        let e = lw.declared(name, a.kind, a.mode, (None, None), a.origin);
+        lw.declare(e);
     }
     lw.warnings.append(&mut warnings);
-    let mut items = std::mem::take(&mut lw.items);
+    let Made {
+        mut entries,
+        mut claims,
+    } = std::mem::take(&mut lw.made);
 
-    // Merged /usr: rewrite destinations through directory symlinks of the image.
-    let links = dir_links(&items);
+    // The entries by name (then in the order made): for the directory
+    // symlinks, the duplicates and the lookups below.
+    let by_name = |entries: &[Entry]| {
+        let mut by_name: Vec<u32> = (0..entries.len() as u32).collect();
+        by_name.sort_unstable_by(|&a, &b| {
+            (entries[a as usize].name.as_bytes(), a).cmp(&(entries[b as usize].name.as_bytes(), b))
+        });
+        by_name
+    };
+    let mut by_dest = by_name(&entries);
+
+    // Merged /usr: rewrite names through directory symlinks of the image
+    // (segment patterns through all of them; names through those that
+    // entries are placed under).
+    let patterns = loaded
+        .docs
+        .iter()
+        .any(|d| d.manifest.segment.iter().any(|s| !s.paths.is_empty()));
+    let links = dir_links(&entries, &by_dest, patterns);
     if !links.is_empty() {
-        for i in &mut items {
-            i.dest = through_links(&i.dest, &links);
+        for e in &mut entries {
+            if let Some(p) = through_links_changed(&e.name, &links) {
+                e.name = ImagePath::checked(p, &e.origin)?;
+            }
         }
         for h in &mut lw.hardlinks {
             h.0 = through_links(&h.0, &links);
             h.1 = through_links(&h.1, &links);
         }
+        by_dest = by_name(&entries);
     }
 
     // Duplicates: merge identical ones, let declared directories win over
     // implied ones, report real conflicts (the first in manifest order).
-    // The items are grouped by destination with an index sorted by it:
-    // the first of each group is kept, in its place.
-    let mut by_dest: Vec<u32> = (0..items.len() as u32).collect();
-    by_dest.sort_unstable_by(|&a, &b| {
-        (items[a as usize].dest.as_slice(), a).cmp(&(items[b as usize].dest.as_slice(), b))
-    });
-    let mut merged = vec![false; items.len()];
+    // The first of each group of one name is kept, in its place.
+    let mut merged = vec![false; entries.len()];
     let mut first_conflict: Option<(usize, Error)> = None;
     let mut g = 0;
     while g < by_dest.len() {
         let k = by_dest[g] as usize;
         let mut end = g + 1;
-        while end < by_dest.len() && items[by_dest[end] as usize].dest == items[k].dest {
+        while end < by_dest.len() && entries[by_dest[end] as usize].name == entries[k].name {
             end += 1;
         }
         let group = g..end;
         g = end;
         for r in group.skip(1).map(|i| by_dest[i] as usize) {
-            let (head, tail) = items.split_at_mut(r);
-            let (old, item) = (&mut head[k], &mut tail[0]);
-            let conflict = if old.kind == Kind::Dir && item.kind == Kind::Dir {
-                if item.claim == Claim::Declared && old.claim == Claim::Implied {
-                    std::mem::swap(old, item);
+            let (head, tail) = entries.split_at_mut(r);
+            let (old, new) = (&mut head[k], &mut tail[0]);
+            let conflict = if old.kind == Kind::Dir && new.kind == Kind::Dir {
+                if claims[r] == Claim::Declared && claims[k] == Claim::Implied {
+                    std::mem::swap(old, new);
+                    claims.swap(k, r);
                     false
                 } else {
-                    item.claim == Claim::Declared && !same(old, item)
+                    claims[r] == Claim::Declared && !same(old, new)
                 }
             } else {
-                !same(old, item)
+                !same(old, new)
             };
             if conflict {
                 if first_conflict.as_ref().is_none_or(|(at, _)| r < *at) {
-                    first_conflict = Some((r, conflict_error(item, old)));
+                    first_conflict = Some((r, conflict_error(new, old)));
                 }
                 break;
             }
@@ -897,21 +941,23 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     if let Some((_, e)) = first_conflict {
         return Err(e);
     }
-    let mut r = 0;
-    items.retain(|_| {
-        r += 1;
-        !merged[r - 1]
-    });
+    drop(claims);
+    // Without duplicates the index still lists the entries by name.
+    if merged.contains(&true) {
+        let mut r = 0;
+        entries.retain(|_| {
+            r += 1;
+            !merged[r - 1]
+        });
+        entries.shrink_to_fit();
+        by_dest = by_name(&entries);
+    }
     drop(merged);
-    items.shrink_to_fit();
-    let mut kept = items;
-    // The kept items by destination, and hardlink names.
-    let mut by_dest: Vec<u32> = (0..kept.len() as u32).collect();
-    by_dest.sort_unstable_by(|&a, &b| kept[a as usize].dest.cmp(&kept[b as usize].dest));
+    let mut kept = entries;
     let mut link_names: HashMap<Vec<u8>, usize> = HashMap::new();
-    let find = |kept: &[Item], link_names: &HashMap<Vec<u8>, usize>, name: &[u8]| {
+    let find = |kept: &[Entry], link_names: &HashMap<Vec<u8>, usize>, name: &[u8]| {
         by_dest
-            .binary_search_by(|&i| kept[i as usize].dest.as_slice().cmp(name))
+            .binary_search_by(|&i| kept[i as usize].name.as_bytes().cmp(name))
             .ok()
             .map(|i| by_dest[i] as usize)
             .or_else(|| link_names.get(name).copied())
@@ -948,35 +994,17 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     }
 
     // Parents: every missing directory above a name, made before it. An
-    // item is written after those before it in `kept` (so a directory
+    // entry is written after those before it in `kept` (so a directory
     // declared later is not there yet in manifest order), and a parent made
-    // for one item serves those after it.
+    // for one entry serves those after it.
     let parents = loaded.image.parents.unwrap_or(true);
     let order = loaded.image.order.unwrap_or(Order::Sorted);
-    let uid = d.uid.unwrap_or(0);
-    let gid = d.gid.unwrap_or(0);
-    let entry = |i: Item| -> Entry {
-        Entry {
-            // Checked below, before any entry is made.
-            name: ImagePath::generated(i.dest),
-            mode: i.mode,
-            uid: i.uid.unwrap_or(uid),
-            gid: i.gid.unwrap_or(gid),
-            mtime: fixed.or(i.mtime).or(match i.kind {
-                Kind::File { .. } => None,
-                _ => Some(0),
-            }),
-            kind: i.kind,
-            align: i.align,
-            origin: i.origin,
-        }
-    };
-    // (the item it goes before, the directory)
-    let mut made: Vec<(usize, Item)> = Vec::new();
+    // (the entry it goes before, the directory)
+    let mut made: Vec<(usize, Entry)> = Vec::new();
     let mut implied: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-    for (k, item) in kept.iter().enumerate() {
-        if parents {
-            for name in names(item) {
+    if parents {
+        for (k, e) in kept.iter().enumerate() {
+            for name in e.names() {
                 let mut missing = Vec::new();
                 let mut p = parent(name);
                 while let Some(dir) = p {
@@ -990,7 +1018,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
                         Some(at) if kept[at].kind == Kind::Dir => {}
                         Some(_) => {
                             return Err(Error::at(
-                                item.origin.clone(),
+                                e.origin.clone(),
                                 format!("`/{}` needs the directory `/{}`, but that path is not a directory in the image", escape(name), escape(dir)),
                             ))
                         }
@@ -1003,32 +1031,19 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
                     if !implied.insert(dir.clone()) {
                         continue;
                     }
-                    made.push((
-                        k,
-                        Item {
-                            dest: dir,
-                            kind: Kind::Dir,
-                            mode: lw.dir_mode,
-                            uid: None,
-                            gid: None,
-                            mtime: None,
-                            align: AlignHint::Default,
-                            origin: item.origin.clone(),
-                            claim: Claim::Implied,
-                        },
-                    ));
+                    let name = ImagePath::generated(dir);
+                    let dir = lw.entry(name, Kind::Dir, lw.dir_mode, e.origin.clone(), None);
+                    made.push((k, dir));
                 }
             }
         }
-        ImagePath::check(&item.dest, &item.origin)?;
     }
     drop((by_dest, link_names, implied));
-    // Made in place: an Item is no smaller than an Entry.
-    let mut entries: Vec<Entry> = kept.into_iter().map(entry).collect();
+    let mut entries = kept;
     if order == Order::Sorted || made.is_empty() {
-        entries.extend(made.into_iter().map(|(_, i)| entry(i)));
+        entries.extend(made.into_iter().map(|(_, dir)| dir));
     } else {
-        // Each made directory before the item it was made for: taken from
+        // Each made directory before the entry it was made for: taken from
         // the front, the list shrunk as it empties.
         let mut all = Vec::with_capacity(entries.len() + made.len());
         entries.reverse();
@@ -1039,7 +1054,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
                 entries.shrink_to_fit();
             }
             while let Some((_, dir)) = made.next_if(|(at, _)| *at == k) {
-                all.push(entry(dir));
+                all.push(dir);
             }
             all.push(e);
             k += 1;
@@ -1060,68 +1075,69 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     })
 }
 
-/// Every name of an item: its destination, and a file's hardlinks.
-fn names(i: &Item) -> impl Iterator<Item = &[u8]> {
-    let links: &[ImagePath] = match &i.kind {
-        Kind::File { links, .. } => links,
-        _ => &[],
-    };
-    std::iter::once(i.dest.as_slice()).chain(links.iter().map(|l| l.as_bytes()))
-}
-
 /// The image's directory symlinks (merged /usr): link -> target, for each
-/// symlink to a directory of the image, or one that items are placed under.
-fn dir_links(items: &[Item]) -> HashMap<Vec<u8>, Vec<u8>> {
-    let dirs: std::collections::HashSet<&[u8]> = items
-        .iter()
-        .filter(|i| i.kind == Kind::Dir)
-        .map(|i| i.dest.as_slice())
-        .collect();
-    // Every directory some item is placed under, and what each path is.
-    let mut ancestors: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    let mut non_dirs: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    for i in items {
-        let mut p = parent(&i.dest);
-        while let Some(d) = p {
-            if !ancestors.insert(d) {
-                break;
-            }
-            p = parent(d);
-        }
-        if i.kind != Kind::Dir {
-            non_dirs.insert(&i.dest);
-        }
-    }
+/// symlink to a directory of the image, or one that entries are placed
+/// under (and that no other kind of entry has as its name). With `all`
+/// false, only those that entries are placed under: the others change no
+/// name. `by_name` lists the entries sorted by name.
+fn dir_links(entries: &[Entry], by_name: &[u32], all: bool) -> HashMap<Vec<u8>, Vec<u8>> {
+    // The kinds of the entries named `name`.
+    let kinds = |name: &[u8]| -> Vec<&Kind> {
+        let from = by_name.partition_point(|&i| entries[i as usize].name.as_bytes() < name);
+        by_name[from..]
+            .iter()
+            .map(|&i| &entries[i as usize])
+            .take_while(|e| e.name.as_bytes() == name)
+            .map(|e| &e.kind)
+            .collect()
+    };
+    // Whether some entry is placed under `dir`: the first name after
+    // `dir/` in order starts with it.
+    let placed_under = |dir: &[u8]| {
+        let mut prefix = dir.to_vec();
+        prefix.push(b'/');
+        let from = by_name.partition_point(|&i| entries[i as usize].name.as_bytes() < &prefix[..]);
+        by_name
+            .get(from)
+            .is_some_and(|&i| entries[i as usize].name.starts_with(&prefix))
+    };
     let mut links: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-    for i in items {
-        if let Kind::Symlink { target } = &i.kind {
-            let joined = if target.starts_with(b"/") {
-                target.clone()
-            } else {
-                let mut j = parent(&i.dest).unwrap_or(b"").to_vec();
-                j.push(b'/');
-                j.extend_from_slice(target);
-                j
-            };
-            if let Ok(t) = normalise(&joined, &i.origin) {
-                // A link to a directory of the image, or one that entries are
-                // placed under (its target then becomes their parent).
-                let used = ancestors.contains(i.dest.as_slice());
-                if dirs.contains(t.as_slice()) || (used && !non_dirs.contains(t.as_slice())) {
-                    links.insert(i.dest.clone(), t);
-                }
-            }
+    for e in entries {
+        let Kind::Symlink { target } = &e.kind else {
+            continue;
+        };
+        let used = placed_under(&e.name);
+        if !all && !used {
+            continue;
+        }
+        let joined = if target.starts_with(b"/") {
+            target.to_vec()
+        } else {
+            let mut j = e.name.parent().unwrap_or(b"").to_vec();
+            j.push(b'/');
+            j.extend_from_slice(target);
+            j
+        };
+        let Ok(t) = normalise(&joined, &e.origin) else {
+            continue;
+        };
+        // A link to a directory of the image, or one that entries are
+        // placed under (its target then becomes their parent).
+        let there = kinds(&t);
+        let to_dir = there.contains(&&Kind::Dir);
+        if to_dir || (used && there.iter().all(|k| **k == Kind::Dir)) {
+            links.insert(e.name.to_vec(), t);
         }
     }
     links
 }
 
-fn conflict_error(new: &Item, old: &Item) -> Error {
+fn conflict_error(new: &Entry, old: &Entry) -> Error {
     Error::at(
         new.origin.clone(),
         format!(
             "`/{}` is declared twice: here as {} and at {} as {}",
-            escape(&new.dest),
+            escape(&new.name),
             describe(new),
             old.origin,
             describe(old)
@@ -1130,7 +1146,7 @@ fn conflict_error(new: &Item, old: &Item) -> Error {
     .with_hint("remove one of them, or make both declare the same thing")
 }
 
-fn conflict_at(origin: &Origin, name: &[u8], old: &Item) -> Error {
+fn conflict_at(origin: &Origin, name: &[u8], old: &Entry) -> Error {
     Error::at(
         origin.clone(),
         format!(

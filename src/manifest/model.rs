@@ -9,6 +9,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use super::de::Spanned;
+use crate::bytes::SmallBytes;
 use crate::compress::Compression;
 use crate::policy::AlignMode;
 use crate::resolve::elf::DlopenLevel;
@@ -465,7 +466,7 @@ impl<'de> Deserialize<'de> for HwcapsSpec {
 /// A path: a string, or `{ escaped = '...' }` with `\xHH` escapes for bytes
 /// that are not UTF-8 (and `\\` for a backslash).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PathText(pub Vec<u8>);
+pub struct PathText(pub SmallBytes);
 
 impl JsonSchema for PathText {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -527,7 +528,7 @@ impl<'de> Deserialize<'de> for PathText {
                 f.write_str("a path string, or { escaped = '...' }")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<PathText, E> {
-                Ok(PathText(s.as_bytes().to_vec()))
+                Ok(PathText(s.as_bytes().into()))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PathText, A::Error> {
                 let mut out = None;
@@ -538,7 +539,7 @@ impl<'de> Deserialize<'de> for PathText {
                     let s: String = map.next_value()?;
                     out = Some(unescape(&s).map_err(de::Error::custom)?);
                 }
-                out.map(PathText)
+                out.map(|b: Vec<u8>| PathText(b.into()))
                     .ok_or_else(|| de::Error::missing_field("escaped"))
             }
         }

@@ -7,7 +7,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
 
 use globset::GlobMatcher;
 
@@ -97,8 +96,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                 None => {
                     let Some(name) = short.next() else { continue };
                     let text = expand(name, name.pos, &doc.file, &loaded.vars)?;
-                    let mut origin = doc.origin(pos);
-                    origin.rule = Some(Arc::from(format!("modules \"{text}\"")));
+                    let origin = doc.origin(pos).with_rule(format!("modules \"{text}\""));
                     reqs.push(Req {
                         label: format!("modules \"{text}\""),
                         what: What::Name(text),
@@ -123,8 +121,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                     }
                     let firmware = r.firmware.unwrap_or(true);
                     let mut push = |what: What, at: super::node::Pos, label: String| {
-                        let mut origin = doc.origin(at);
-                        origin.rule = Some(Arc::from(label.as_str()));
+                        let origin = doc.origin(at).with_rule(label.as_str());
                         reqs.push(Req {
                             what,
                             origin,
@@ -252,9 +249,7 @@ fn file_item(
 }
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
-    let mut o = origin.clone();
-    o.rule = Some(Arc::from(rule));
-    o
+    origin.with_rule(rule)
 }
 
 /// Resolves every module rule of the loaded documents: the modules, their
@@ -454,13 +449,11 @@ pub(super) fn add_all(
                 }
             }
             if !missing.is_empty() {
-                let at = |o: &Origin| (o.file.clone(), o.line, o.column);
+                let at = |o: &Origin| (o.file().clone(), o.line, o.column);
                 match no_firmware.iter_mut().find(|(o, _)| at(o) == at(&origin)) {
                     Some((_, list)) => list.push((m.name.clone(), missing)),
                     None => {
-                        let mut o = origin.clone();
-                        o.rule = None;
-                        no_firmware.push((o, vec![(m.name.clone(), missing)]));
+                        no_firmware.push((origin.without_rule(), vec![(m.name.clone(), missing)]));
                     }
                 }
             }

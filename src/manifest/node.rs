@@ -69,31 +69,40 @@ pub fn pos_of(text: &str, offset: usize) -> Pos {
     Lines::new(text).pos(offset)
 }
 
-/// Where each line of a text starts, so that turning an offset into a
-/// line and column costs a binary search and the length of that line, not
-/// a scan from the top (which made loading a manifest quadratic). The
-/// last answer is kept, so that increasing offsets on one long line (a
-/// manifest written as one line of inline tables) count each character
-/// once.
+/// Where lines of a text start, so that turning an offset into a line and
+/// column costs a binary search and a few lines' length, not a scan from
+/// the top (which made loading a manifest quadratic). Only every
+/// [`LINES_PER_MARK`]th line start is kept (a few bytes per hundred lines
+/// of manifest), and the last answer: offsets asked for in increasing order,
+/// as a parser asks, count each character once.
 pub struct Lines<'t> {
     text: &'t str,
-    starts: Vec<usize>,
+    /// Where lines 0, LINES_PER_MARK, 2 * LINES_PER_MARK, ... start.
+    marks: Vec<u32>,
     /// The last offset asked for and its position.
     last: std::cell::Cell<(usize, Pos)>,
 }
 
+/// Every this many lines, a line start is kept.
+const LINES_PER_MARK: usize = 16;
+
 impl<'t> Lines<'t> {
     pub fn new(text: &'t str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
+        // Manifests are at most 64 MiB (crate::io::MAX_INPUT): offsets fit.
+        debug_assert!(u32::try_from(text.len()).is_ok());
+        let mut marks = vec![0];
+        let mut line = 0;
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                line += 1;
+                if line % LINES_PER_MARK == 0 {
+                    marks.push((i + 1) as u32);
+                }
+            }
+        }
         Lines {
             text,
-            starts,
+            marks,
             last: std::cell::Cell::new((0, Pos { line: 1, column: 1 })),
         }
     }
@@ -103,20 +112,31 @@ impl<'t> Lines<'t> {
         while !self.text.is_char_boundary(offset) {
             offset -= 1;
         }
-        // The last line start at or before the offset.
-        let line = self.starts.partition_point(|&s| s <= offset) - 1;
-        let start = self.starts[line];
+        // From the last mark at or before the offset, or from the last
+        // answer when that is nearer.
+        let m = self.marks.partition_point(|&s| s as usize <= offset) - 1;
+        let mut from = (
+            self.marks[m] as usize,
+            Pos {
+                line: (m * LINES_PER_MARK) as u32 + 1,
+                column: 1,
+            },
+        );
         let (last_offset, last_pos) = self.last.get();
-        let pos = if last_pos.line == line as u32 + 1 && last_offset <= offset {
-            Pos {
-                line: last_pos.line,
-                column: last_pos.column + self.text[last_offset..offset].chars().count() as u32,
-            }
-        } else {
-            Pos {
-                line: line as u32 + 1,
-                column: self.text[start..offset].chars().count() as u32 + 1,
-            }
+        if from.0 <= last_offset && last_offset <= offset {
+            from = (last_offset, last_pos);
+        }
+        let (start, at) = from;
+        let piece = &self.text[start..offset];
+        let pos = match piece.rfind('\n') {
+            None => Pos {
+                line: at.line,
+                column: at.column + piece.chars().count() as u32,
+            },
+            Some(nl) => Pos {
+                line: at.line + piece.bytes().filter(|&b| b == b'\n').count() as u32,
+                column: piece[nl + 1..].chars().count() as u32 + 1,
+            },
         };
         self.last.set((offset, pos));
         pos
@@ -181,73 +201,118 @@ pub mod toml_doc {
     }
 
     /// The headers of a document, from its tokens: a `[` that starts a line
-    /// outside a value. None for anything unusual (a quoted first key, a
-    /// header the lexer cannot make sense of): the caller parses whole.
-    fn headers(text: &str) -> Option<Vec<Header<'_>>> {
-        let source = toml_parser::Source::new(text);
-        let mut tokens = source
-            .lex()
-            .filter(|t| !matches!(t.kind(), TokenKind::Whitespace | TokenKind::Comment))
-            .peekable();
-        let mut out = Vec::new();
-        let mut line_start = true;
-        let mut in_value = false;
-        let mut depth = 0usize;
-        while let Some(t) = tokens.next() {
-            match t.kind() {
-                TokenKind::Eof => break,
-                TokenKind::Newline => {
-                    if depth == 0 {
-                        in_value = false;
-                        line_start = true;
-                    }
-                    continue;
-                }
-                TokenKind::LeftSquareBracket if line_start && !in_value => {
-                    let start = t.span().start();
-                    let array = tokens.next_if(|n| {
-                        n.kind() == TokenKind::LeftSquareBracket && n.span().start() == start + 1
-                    });
-                    let key = tokens.next()?;
-                    let first = match key.kind() {
-                        TokenKind::Atom => Some(&text[key.span().start()..key.span().end()]),
-                        _ => return None,
-                    };
-                    let mut dotted = false;
-                    loop {
-                        let n = tokens.next()?;
-                        match n.kind() {
-                            TokenKind::RightSquareBracket => break,
-                            TokenKind::Dot | TokenKind::Atom => dotted = true,
-                            TokenKind::BasicString | TokenKind::LiteralString => dotted = true,
-                            _ => return None,
-                        }
-                    }
-                    if array.is_some() {
-                        let n = tokens.next()?;
-                        if n.kind() != TokenKind::RightSquareBracket {
-                            return None;
-                        }
-                    }
-                    out.push(Header {
-                        start,
-                        array: array.is_some(),
-                        first,
-                        dotted,
-                    });
-                }
-                TokenKind::Equals if depth == 0 => in_value = true,
-                TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket if in_value => {
-                    depth += 1
-                }
-                TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket if in_value => {
-                    depth = depth.checked_sub(1)?
-                }
-                _ => {}
+    /// outside a value, in order. An item is None for anything unusual (a
+    /// quoted first key, a header the lexer cannot make sense of): the
+    /// caller then parses whole. Headers are read as they are needed, so
+    /// that a document of many tables never has them all in memory.
+    struct Headers<'t> {
+        text: &'t str,
+        tokens: toml_parser::lexer::Lexer<'t>,
+        line_start: bool,
+        in_value: bool,
+        depth: usize,
+        done: bool,
+    }
+
+    impl<'t> Headers<'t> {
+        fn new(text: &'t str) -> Self {
+            Headers {
+                text,
+                tokens: toml_parser::Source::new(text).lex(),
+                line_start: true,
+                in_value: false,
+                depth: 0,
+                done: false,
             }
-            line_start = false;
         }
-        Some(out)
+
+        /// The next token that is not whitespace or a comment.
+        fn token(&mut self) -> Option<toml_parser::lexer::Token> {
+            self.tokens
+                .find(|t| !matches!(t.kind(), TokenKind::Whitespace | TokenKind::Comment))
+        }
+
+        /// The header that starts with the `[` at `start`.
+        fn header(&mut self, start: usize) -> Option<Header<'t>> {
+            let text = self.text;
+            let mut array = false;
+            let mut key = self.token()?;
+            if key.kind() == TokenKind::LeftSquareBracket && key.span().start() == start + 1 {
+                array = true;
+                key = self.token()?;
+            }
+            let first = match key.kind() {
+                TokenKind::Atom => Some(&text[key.span().start()..key.span().end()]),
+                _ => return None,
+            };
+            let mut dotted = false;
+            loop {
+                let n = self.token()?;
+                match n.kind() {
+                    TokenKind::RightSquareBracket => break,
+                    TokenKind::Dot | TokenKind::Atom => dotted = true,
+                    TokenKind::BasicString | TokenKind::LiteralString => dotted = true,
+                    _ => return None,
+                }
+            }
+            if array {
+                let n = self.token()?;
+                if n.kind() != TokenKind::RightSquareBracket {
+                    return None;
+                }
+            }
+            Some(Header {
+                start,
+                array,
+                first,
+                dotted,
+            })
+        }
+    }
+
+    impl<'t> Iterator for Headers<'t> {
+        type Item = Option<Header<'t>>;
+
+        fn next(&mut self) -> Option<Option<Header<'t>>> {
+            if self.done {
+                return None;
+            }
+            while let Some(t) = self.token() {
+                match t.kind() {
+                    TokenKind::Eof => break,
+                    TokenKind::Newline => {
+                        if self.depth == 0 {
+                            self.in_value = false;
+                            self.line_start = true;
+                        }
+                        continue;
+                    }
+                    TokenKind::LeftSquareBracket if self.line_start && !self.in_value => {
+                        self.line_start = false;
+                        let h = self.header(t.span().start());
+                        self.done = h.is_none();
+                        return Some(h);
+                    }
+                    TokenKind::Equals if self.depth == 0 => self.in_value = true,
+                    TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket if self.in_value => {
+                        self.depth += 1
+                    }
+                    TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket
+                        if self.in_value =>
+                    {
+                        let Some(d) = self.depth.checked_sub(1) else {
+                            self.done = true;
+                            return Some(None);
+                        };
+                        self.depth = d;
+                    }
+                    _ => {}
+                }
+                self.line_start = false;
+            }
+            self.done = true;
+            None
+        }
     }
 
     /// Per name of `names`: the positions of its key and its list (from
@@ -282,23 +347,25 @@ pub mod toml_doc {
     /// keeps it (None: the caller deserializes it, and the tree is never
     /// held whole) or gives it back to be in the returned tree.
     pub fn by_tables(text: &str, lines: &Lines, take: Take<'_>) -> Option<Node> {
-        let headers = headers(text)?;
         let simple = |h: &Header| h.array && !h.dotted;
         // Names whose every header is a plain `[[name]]` (sets: a hostile
-        // manifest may have a hundred thousand names).
-        let other: std::collections::HashSet<&str> = headers
-            .iter()
-            .filter(|h| !simple(h))
-            .filter_map(|h| h.first)
-            .collect();
-        let mut names: Vec<&str> = headers
-            .iter()
-            .filter(|h| simple(h))
-            .filter_map(|h| h.first)
-            .filter(|n| !other.contains(n))
-            .collect();
+        // manifest may have a hundred thousand names). A first pass over
+        // the headers; the second, below, takes the tables.
+        let mut other: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut plain: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for h in Headers::new(text) {
+            let h = h?;
+            if let Some(first) = h.first {
+                if simple(&h) {
+                    plain.insert(first);
+                } else {
+                    other.insert(first);
+                }
+            }
+        }
+        let mut names: Vec<&str> = plain.into_iter().filter(|n| !other.contains(n)).collect();
+        drop(other);
         names.sort_unstable();
-        names.dedup();
         if names.is_empty() {
             return None;
         }
@@ -315,14 +382,22 @@ pub mod toml_doc {
             .iter()
             .map(|_| (Pos::default(), Pos::default(), Vec::new()))
             .collect();
-        let first = headers.first().map_or(text.len(), |h| h.start);
+        let mut headers = Headers::new(text).peekable();
+        // Where the next header starts (the end of the text after the
+        // last); None: a header the first pass read is unusual now.
+        let next_start = |headers: &mut std::iter::Peekable<Headers>| match headers.peek() {
+            None => Some(text.len()),
+            Some(h) => h.as_ref().map(|h| h.start),
+        };
+        let first = next_start(&mut headers)?;
         let mut pending: Vec<(usize, Node)> = Vec::with_capacity(TAKE_BATCH);
         pieces.push((0, 0));
         rest.push_str(&text[..first]);
-        for (i, h) in headers.iter().enumerate() {
-            let end = headers.get(i + 1).map_or(text.len(), |n| n.start);
+        while let Some(h) = headers.next() {
+            let h = h?;
+            let end = next_start(&mut headers)?;
             let piece = &text[h.start..end];
-            let Some(k) = detached(h) else {
+            let Some(k) = detached(&h) else {
                 pieces.push((rest.len(), h.start));
                 rest.push_str(piece);
                 continue;

@@ -16,7 +16,6 @@
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::path::Path;
-use std::sync::Arc;
 
 use super::item::Added;
 use super::load::{expand, Loaded};
@@ -79,9 +78,7 @@ pub(super) struct Found {
 }
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
-    let mut o = origin.clone();
-    o.rule = Some(Arc::from(rule));
-    o
+    origin.with_rule(rule)
 }
 
 /// A file or symlink of the root, as an item at the same path.
@@ -94,7 +91,7 @@ fn take(root: &Root, inside: &str, origin: &Origin, out: &mut Vec<Added>) -> Res
             .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?;
         use std::os::unix::ffi::OsStrExt;
         Kind::Symlink {
-            target: target.as_os_str().as_bytes().to_vec(),
+            target: target.as_os_str().as_bytes().into(),
         }
     } else {
         Kind::File {

@@ -233,7 +233,7 @@ pub(crate) fn protos<'a>(
                 .collect()
         }
         Kind::Symlink { target } => {
-            let mut data = target.clone();
+            let mut data = target.to_vec();
             data.push(0);
             let header = Header {
                 filesize: data.len() as u32,

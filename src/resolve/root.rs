@@ -44,26 +44,41 @@ impl Root {
     /// With `follow_last` false the last component is left as it is (for
     /// lstat-like lookups). A path that does not exist resolves to where it
     /// would be, so that the caller's own lookup reports it.
+    ///
+    /// The walk to the directory is cached; the last component is looked
+    /// at on its own, not cached (a manifest names most files once, and
+    /// a cache entry for each would cost more than the file's entry), and
+    /// only a symlink there is followed by a cached walk.
     pub fn resolve(&self, inside: &Path, follow_last: bool) -> io::Result<PathBuf> {
         let mut sys = self.sys.borrow_mut();
-        let (dir, last) = match (follow_last, inside.parent(), inside.file_name()) {
-            (false, Some(parent), Some(name)) => (parent, Some(name)),
+        let (dir, last) = match (inside.parent(), inside.file_name()) {
+            (Some(parent), Some(name)) => (parent, Some(name)),
             _ => (inside, None),
+        };
+        let loop_error = || {
+            io::Error::other(format!(
+                "too many levels of symbolic links in {}",
+                inside.display()
+            ))
         };
         let host = match sys.walk(dir) {
             Ok(w) => sys.host(&w.real),
-            Err(WalkError::Loop) => {
-                return Err(io::Error::other(format!(
-                    "too many levels of symbolic links in {}",
-                    inside.display()
-                )))
-            }
+            Err(WalkError::Loop) => return Err(loop_error()),
             Err(_) => self.join(dir),
         };
-        Ok(match last {
-            Some(name) => host.join(name),
-            None => host,
-        })
+        let Some(name) = last else {
+            return Ok(host);
+        };
+        let candidate = host.join(name);
+        let link = std::fs::symlink_metadata(&candidate).is_ok_and(|m| m.file_type().is_symlink());
+        if !follow_last || !link {
+            return Ok(candidate);
+        }
+        match sys.walk(inside) {
+            Ok(w) => Ok(sys.host(&w.real)),
+            Err(WalkError::Loop) => Err(loop_error()),
+            Err(_) => Ok(candidate),
+        }
     }
 }
 
