@@ -2,7 +2,8 @@
 //! renamed into place at the end (or on a stream).
 //!
 //! * `archive`: one uncompressed archive, written by parallel writers at
-//!   its planned offsets, data moved with copy_file_range;
+//!   its planned offsets, aligned data shared (copy_file_range) where the
+//!   filesystem clones blocks;
 //! * `compressed`: one archive encoded on the fly;
 //! * `output`: the atomic output file.
 
