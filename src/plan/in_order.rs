@@ -3,7 +3,7 @@
 //! its own name, and the padding is dropped (a miss) when it would push
 //! namesize past PATH_MAX.
 
-use super::layout::{assemble, protos, Alignment, Layout, Options, Placed};
+use super::layout::{assemble, protos, records_of, Alignment, Layout, Options, Placed};
 use crate::cpio::header::{pad_to, HEADER_LEN};
 use crate::entry::{Entry, PATH_MAX};
 
@@ -13,10 +13,13 @@ use crate::entry::{Entry, PATH_MAX};
 /// dropped (a miss) when it would push namesize past PATH_MAX.
 pub(crate) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
     let mut warnings = Vec::new();
-    let mut placed = Vec::with_capacity(entries.len());
     let mut offset: u64 = 0;
-    for (index, entry) in entries.iter().enumerate() {
-        for proto in protos(index, entry, opts, &mut warnings) {
+    // Placed as they are laid out: the records are the only list.
+    let placed = entries
+        .iter()
+        .enumerate()
+        .flat_map(|(index, entry)| protos(index, entry, opts, &mut warnings))
+        .map(|proto| {
             let mut p = Placed::plain(proto);
             if p.proto.eligible() {
                 let align = p.proto.align as u64;
@@ -33,10 +36,11 @@ pub(crate) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
             let end = offset + HEADER_LEN as u64 + namesize;
             let size = p.proto.header.filesize as u64;
             offset = end + pad_to(end, 4) + size + pad_to(size, 4);
-            placed.push(p);
-        }
-    }
-    assemble(placed, opts.policy.crc, warnings)
+            p
+        });
+    let mut layout = assemble(placed, records_of(entries), opts.policy.crc, Vec::new());
+    layout.warnings = warnings;
+    layout
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ pub(crate) struct Options {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Data<'a> {
     None,
-    /// Bytes held in memory (a symlink target and its NUL).
-    Inline(Vec<u8>),
+    /// A symlink's target: the data is these bytes and a NUL.
+    Target(&'a [u8]),
     /// The content of a source file, `size` bytes.
     File(&'a Source),
 }
@@ -169,6 +169,21 @@ impl Proto<'_> {
     }
 }
 
+/// How many records the entries make: one per name.
+pub(crate) fn records_of(entries: &[Entry]) -> usize {
+    entries.iter().map(|e| e.names().count()).sum()
+}
+
+/// Whether the entry's data asks to be aligned: a regular file larger than
+/// its alignment ([`Proto::eligible`] of its data-carrying record).
+pub(crate) fn eligible(entry: &Entry, opts: &Options) -> bool {
+    let Kind::File { source, .. } = &entry.kind else {
+        return false;
+    };
+    let align = alignment_for(entry, opts.policy.align, opts.hints);
+    align > 0 && source.size > align as u64
+}
+
 /// The records of one entry in write order: one per name (a hardlink group
 /// has several; the data goes on the last).
 pub(crate) fn protos<'a>(
@@ -233,13 +248,11 @@ pub(crate) fn protos<'a>(
                 .collect()
         }
         Kind::Symlink { target } => {
-            let mut data = target.to_vec();
-            data.push(0);
             let header = Header {
-                filesize: data.len() as u32,
+                filesize: target.len() as u32 + 1,
                 ..base
             };
-            vec![one(header, Data::Inline(data))]
+            vec![one(header, Data::Target(target))]
         }
         Kind::Node { major, minor, .. } => {
             let header = Header {
@@ -276,13 +289,15 @@ impl<'a> Placed<'a> {
     }
 }
 
-/// Computes every offset of placed records and the trailer.
+/// Computes every offset of placed records (`count` of them, as they
+/// come) and the trailer.
 pub(crate) fn assemble<'a>(
-    placed: Vec<Placed<'a>>,
+    placed: impl IntoIterator<Item = Placed<'a>>,
+    count: usize,
     crc: bool,
     warnings: Vec<Warning>,
 ) -> Layout<'a> {
-    let mut records = Vec::with_capacity(placed.len());
+    let mut records = Vec::with_capacity(count);
     let mut offset: u64 = 0;
     for p in placed {
         offset += p.lead as u64;

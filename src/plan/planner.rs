@@ -19,7 +19,9 @@
 
 use std::collections::BTreeMap;
 
-use super::layout::{assemble, protos, Alignment, Layout, Options, Placed, Proto};
+use super::layout::{
+    assemble, eligible, protos, records_of, Alignment, Layout, Options, Placed, Proto,
+};
 use crate::cpio::header::pad_to;
 use crate::entry::{Entry, Kind};
 use crate::policy::AlignMode;
@@ -70,23 +72,28 @@ impl Pool {
 
 pub(super) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
     let mut warnings = Vec::new();
+    let count = records_of(entries);
+    if !entries.iter().any(|e| eligible(e, opts)) {
+        // Nothing to align: keep the order as given.
+        let placed = entries
+            .iter()
+            .enumerate()
+            .flat_map(|(i, e)| protos(i, e, opts, &mut warnings))
+            .map(Placed::plain);
+        let mut layout = assemble(placed, count, opts.policy.crc, Vec::new());
+        layout.warnings = warnings;
+        return layout;
+    }
     let mut dirs: Vec<Proto<'a>> = Vec::new();
     let mut units: Vec<Unit<'a>> = Vec::new();
-    let mut in_order: Vec<Placed<'a>> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let ps = protos(i, e, opts, &mut warnings);
-        in_order.extend(ps.iter().cloned().map(Placed::plain));
         if e.kind == Kind::Dir {
             dirs.extend(ps);
         } else {
             units.push(Unit::new(ps));
         }
     }
-    if !units.iter().any(Unit::big) {
-        // Nothing to align: keep the order as given.
-        return assemble(in_order, opts.policy.crc, warnings);
-    }
-    drop(in_order);
 
     // The directory to repeat as a filler: the shortest name holds the most
     // padding and costs the least. Its copies say nlink 1: readers that track
@@ -238,7 +245,8 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
                 .collect(),
         });
     }
-    assemble(placed, opts.policy.crc, warnings)
+    let count = placed.len();
+    assemble(placed, count, opts.policy.crc, warnings)
 }
 
 /// How many filler entries make `need` bytes of padding possible, given

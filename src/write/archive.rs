@@ -699,11 +699,12 @@ fn write_record(
                 source_error(origin, source, format_args!("{what} (while it was copied)"))
             })?;
         }
-        Data::Inline(bytes) => {
+        Data::Target(target) => {
             sink.put(&header.encode())?;
             sink.put(record.name)?;
             sink.zeros(name_fill)?;
-            sink.put(bytes)?;
+            sink.put(target)?;
+            sink.put(&[0])?;
         }
         Data::None => {
             sink.put(&header.encode())?;
