@@ -408,6 +408,52 @@ fn a_source_swapped_for_a_symlink_out_of_the_root_is_an_error() {
     no_temporaries(&dir);
 }
 
+/// A symlink of the root whose target the root does not have: looked up
+/// inside the root it leads nowhere; the host would follow it out of the
+/// root (absolute, or climbing with `..`) to a file that exists there.
+#[test]
+fn links_to_what_the_root_lacks_are_not_followed_out_of_it() {
+    let dir = Scratch::new("dangling-in-root");
+    sysroot(&dir);
+    let root = dir.join("sysroot");
+    let secret = dir.join("secret");
+    std::os::unix::fs::symlink(&secret, root.join("data/abs")).unwrap();
+    std::os::unix::fs::symlink("../../../../../../../../secret", root.join("data/up")).unwrap();
+    // A directory link: what is under it is looked up through it.
+    std::os::unix::fs::symlink(&*dir, root.join("outside")).unwrap();
+    let out = dir.join("out.img");
+    for (rule, src, at) in [
+        ("file", "/data/abs", "m2.toml:4:7"),
+        ("file", "/data/up", "m2.toml:4:7"),
+        ("file", "/outside/secret", "m2.toml:4:7"),
+        ("tree", "/outside", "m2.toml:4:7"),
+    ] {
+        let m = dir.join("m2.toml");
+        fs::write(
+            &m,
+            format!("root = \"sysroot\"\n\n[[{rule}]]\nsrc = \"{src}\"\ndst = \"/x\"\n"),
+        )
+        .unwrap();
+        let o = support::run(&mut build(&m, &out));
+        fails_with(&o, &[src, at]);
+        assert!(!out.exists(), "{rule} {src}: an image was written");
+    }
+    // Optional, they are left out, as what is missing is.
+    let m = dir.join("m3.toml");
+    fs::write(
+        &m,
+        "root = \"sysroot\"\n\n[[file]]\nsrc = \"/data/abs\"\noptional = true\n\n\
+         [[file]]\nsrc = \"/data/small.bin\"\n",
+    )
+    .unwrap();
+    support::run_ok(&mut build(&m, &out));
+    let image = fs::read(&out).unwrap();
+    assert!(
+        !image.windows(14).any(|w| w == b"SECRET CONTENT"),
+        "the secret is in the image"
+    );
+}
+
 #[test]
 fn a_source_swapped_for_a_fifo_is_an_error_not_a_hang() {
     let dir = Scratch::new("swap-fifo");

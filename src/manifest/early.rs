@@ -299,9 +299,10 @@ fn gather_early(
         let o = with_rule("early acpi");
         let (path, explicit) = match &early.acpi_dir {
             Some((p, at)) => (p.clone(), Some(at)),
+            // A symlink loop there: as if there were no such directory.
             None => (
-                root.resolve(Path::new(DEFAULT_ACPI_DIR), true)
-                    .unwrap_or_else(|_| root.join(Path::new(DEFAULT_ACPI_DIR))),
+                root.host_of(Path::new(DEFAULT_ACPI_DIR), true)
+                    .unwrap_or_default(),
                 None,
             ),
         };

@@ -83,7 +83,11 @@ fn with_rule(origin: &Origin, rule: String) -> Origin {
 
 /// A file or symlink of the root, as an item at the same path.
 fn take(root: &Root, inside: &str, origin: &Origin, out: &mut Vec<Added>) -> Result<()> {
-    let host = root.join(Path::new(inside));
+    // Its directories resolved inside the root: a host symlink on the way
+    // (an absolute one of the root's) is not followed out of it.
+    let host = root
+        .resolve(Path::new(inside), false)
+        .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?;
     let meta = std::fs::symlink_metadata(&host)
         .map_err(|e| Error::at(origin.clone(), format!("`{inside}`: {e}")))?;
     let kind = if meta.file_type().is_symlink() {
@@ -178,7 +182,8 @@ fn unit_path(root: &Root, name: &str) -> Option<String> {
     for dir in UNIT_DIRS {
         for n in std::iter::once(name.to_string()).chain(template(name)) {
             let p = format!("{dir}/{n}");
-            if std::fs::symlink_metadata(root.join(Path::new(&p))).is_ok() {
+            let host = root.host_of(Path::new(&p), false);
+            if host.is_some_and(|h| std::fs::symlink_metadata(h).is_ok()) {
                 return Some(p);
             }
         }
@@ -188,7 +193,7 @@ fn unit_path(root: &Root, name: &str) -> Option<String> {
 
 /// Entries of a directory of the root, sorted, as paths inside it.
 fn entries(root: &Root, dir: &str) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(root.join(Path::new(dir))) else {
+    let Some(Ok(rd)) = root.host_of(Path::new(dir), true).map(std::fs::read_dir) else {
         return Vec::new();
     };
     let mut names: Vec<String> = rd
@@ -309,8 +314,10 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         };
         follow(path.clone(), &mut found)?;
         // An alias: a link to the unit it names.
-        let host = root.join(Path::new(&path));
-        if std::fs::symlink_metadata(&host).is_ok_and(|m| m.file_type().is_symlink()) {
+        let host = root.host_of(Path::new(&path), false);
+        if let Some(host) =
+            host.filter(|h| std::fs::symlink_metadata(h).is_ok_and(|m| m.file_type().is_symlink()))
+        {
             if let Some(target) = std::fs::read_link(&host)
                 .ok()
                 .and_then(|t| t.file_name().and_then(|n| n.to_str()).map(str::to_string))
@@ -402,7 +409,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         let inside = GENERATOR_DIRS
             .iter()
             .map(|d| format!("{d}/{name}"))
-            .find(|p| root.join(Path::new(p)).exists());
+            .find(|p| root.host_of(Path::new(p), true).is_some_and(|h| h.exists()));
         match inside {
             Some(p) => program(p, false, origin, &mut found),
             None => {
@@ -417,11 +424,10 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     let rules = asked.rules.iter().map(|r| (r, true));
     let if_present = asked.rules_if_present.iter().map(|r| (r, false));
     for ((name, origin), needed) in rules.chain(if_present) {
-        let Some(inside) = RULE_DIRS
-            .iter()
-            .map(|d| format!("{d}/{name}"))
-            .find(|p| root.join(Path::new(p)).is_file())
-        else {
+        let Some(inside) = RULE_DIRS.iter().map(|d| format!("{d}/{name}")).find(|p| {
+            root.host_of(Path::new(p), true)
+                .is_some_and(|h| h.is_file())
+        }) else {
             if needed {
                 found.warnings.push(Warning {
                     origin: Some(origin.clone()),
@@ -437,10 +443,10 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
             let path = if helper.starts_with('/') {
                 Some(helper.clone())
             } else {
-                UDEV_DIRS
-                    .iter()
-                    .map(|d| format!("{d}/{helper}"))
-                    .find(|p| root.join(Path::new(p)).is_file())
+                UDEV_DIRS.iter().map(|d| format!("{d}/{helper}")).find(|p| {
+                    root.host_of(Path::new(p), true)
+                        .is_some_and(|h| h.is_file())
+                })
             };
             if let Some(p) = path {
                 program(p, true, &o, &mut found);

@@ -33,17 +33,19 @@ impl Root {
         &self.path
     }
 
-    /// The host path of `inside` (an absolute or root-relative path), without
-    /// following any symlink.
-    pub fn join(&self, inside: &Path) -> PathBuf {
-        let rel = inside.strip_prefix("/").unwrap_or(inside);
-        self.path.join(rel)
+    /// [`Self::resolve`] for a lookup that only reads metadata or names
+    /// (exists, is a file, lstat, read_link, a directory's listing): None
+    /// where the root has a symlink loop.
+    pub fn host_of(&self, inside: &Path, follow_last: bool) -> Option<PathBuf> {
+        self.resolve(inside, follow_last).ok()
     }
 
     /// Resolves `inside` to a host path, following symlinks within the root.
     /// With `follow_last` false the last component is left as it is (for
     /// lstat-like lookups). A path that does not exist resolves to where it
-    /// would be, so that the caller's own lookup reports it.
+    /// would be, so that the caller's own lookup reports it: a path whose
+    /// lookup on the host fails too, without following a symlink out of
+    /// the root ([`Sysroot::locate`]).
     ///
     /// The walk to the directory is cached; the last component is looked
     /// at on its own, not cached (a manifest names most files once, and
@@ -64,7 +66,7 @@ impl Root {
         let host = match sys.walk(dir) {
             Ok(w) => sys.host(&w.real),
             Err(WalkError::Loop) => return Err(loop_error()),
-            Err(_) => self.join(dir),
+            Err(_) => sys.locate(dir),
         };
         let Some(name) = last else {
             return Ok(host);
@@ -77,7 +79,7 @@ impl Root {
         match sys.walk(inside) {
             Ok(w) => Ok(sys.host(&w.real)),
             Err(WalkError::Loop) => Err(loop_error()),
-            Err(_) => Ok(candidate),
+            Err(_) => Ok(sys.locate(inside)),
         }
     }
 }
@@ -114,5 +116,36 @@ mod tests {
         );
         symlink("loop", r.join("loop")).unwrap();
         assert!(root.resolve(Path::new("/loop"), true).is_err());
+    }
+
+    /// A link whose target is not in the root resolves to a path that is not
+    /// there on the host either, never to the link (which the host would
+    /// follow out of the root).
+    #[test]
+    fn missing_targets_are_not_found_on_the_host_either() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path().join("root");
+        std::fs::create_dir_all(r.join("data")).unwrap();
+        let outside = dir.path().join("secret");
+        std::fs::write(&outside, b"outside").unwrap();
+        // Absolute and climbing targets, to a file and to a directory.
+        symlink(&outside, r.join("data/abs")).unwrap();
+        symlink("../../../../secret", r.join("data/up")).unwrap();
+        symlink(dir.path(), r.join("dir")).unwrap();
+        let root = Root::new(&r);
+        for inside in ["/data/abs", "/data/up", "/dir/secret", "/data/abs/x"] {
+            let host = root.resolve(Path::new(inside), true).unwrap();
+            assert!(host.starts_with(&r), "{inside}: {}", host.display());
+            assert!(
+                std::fs::metadata(&host).is_err(),
+                "{inside}: {}",
+                host.display()
+            );
+        }
+        // A missing file under a real directory is where it would be.
+        assert_eq!(
+            root.resolve(Path::new("/data/none"), true).unwrap(),
+            r.join("data/none")
+        );
     }
 }

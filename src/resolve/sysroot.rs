@@ -231,6 +231,54 @@ impl Sysroot {
         Ok(Walk { real, links, node })
     }
 
+    /// Where `path` would be on the host for a lookup that fails inside the
+    /// root (not found, or a file where a directory should be): the host
+    /// path of what exists of it, resolved inside the root, then the first
+    /// component that is not there and the rest. Looking that up on the
+    /// host fails as the lookup inside the root did, and meets no symlink on
+    /// the way: a link whose target is missing in the root (`/etc/shadow`,
+    /// `../../../x`) would lead out of it if the host followed it.
+    pub fn locate(&mut self, path: &Path) -> PathBuf {
+        let mut todo: Vec<Vec<u8>> = Vec::new();
+        push_components(&mut todo, path);
+        let mut real = PathBuf::from("/");
+        let mut node = Node::Dir;
+        let mut followed = 0;
+        let stop = |s: &Sysroot, at: &Path, todo: &[Vec<u8>]| {
+            let mut p = s.host(at);
+            for c in todo.iter().rev() {
+                p.push(OsStr::from_bytes(c));
+            }
+            p
+        };
+        while let Some(c) = todo.pop() {
+            if node != Node::Dir {
+                todo.push(c);
+                return stop(self, &real, &todo);
+            }
+            if c == b".." {
+                real.pop();
+                continue;
+            }
+            let candidate = real.join(OsStr::from_bytes(&c));
+            match self.node(&candidate) {
+                Node::Link(target) if followed < MAX_LINKS => {
+                    followed += 1;
+                    if target.is_absolute() {
+                        real = PathBuf::from("/");
+                    }
+                    push_components(&mut todo, &target);
+                }
+                Node::Missing | Node::Link(_) => return stop(self, &candidate, &todo),
+                other => {
+                    real = candidate;
+                    node = other;
+                }
+            }
+        }
+        self.host(&real)
+    }
+
     /// Opens the file at a canonical in-root path.
     pub fn open(&self, real: &Path) -> io::Result<fs::File> {
         fs::File::open(self.host(real))
