@@ -81,7 +81,7 @@ fn main() {
                     file,
                     Kind::File {
                         source: source.into(),
-                        links: vec![],
+                        links: composer::entry::Links::default(),
                     },
                     0o644,
                     origin.clone(),

@@ -30,8 +30,27 @@ pub enum AlignHint {
     Default,
     /// Never pad for this entry.
     Never,
-    /// Align to this many bytes (a power of two).
-    Bytes(u32),
+    /// Align to 2^n bytes (the power, not the bytes: an entry of a large
+    /// image stays small).
+    Pow2(u8),
+}
+
+impl AlignHint {
+    /// Align to `n` bytes, a power of two.
+    pub fn bytes(n: u32) -> AlignHint {
+        debug_assert!(n.is_power_of_two(), "alignment {n}");
+        AlignHint::Pow2(n.trailing_zeros() as u8)
+    }
+
+    /// The alignment in bytes, with `default` for [`AlignHint::Default`];
+    /// 0 for none.
+    pub fn resolve(self, default: u32) -> u32 {
+        match self {
+            AlignHint::Default => default,
+            AlignHint::Never => 0,
+            AlignHint::Pow2(n) => 1 << n,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,6 +111,42 @@ impl Source {
     }
 }
 
+/// Further names of a file (its hardlinks). Almost every file has none,
+/// so they take one word (a thin pointer, hence the box around the
+/// vector), and an allocation only when there are some.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[allow(clippy::box_collection)]
+pub struct Links(Option<Box<Vec<ImagePath>>>);
+
+impl Links {
+    pub fn push(&mut self, name: ImagePath) {
+        self.0.get_or_insert_with(Default::default).push(name);
+    }
+}
+
+impl From<Vec<ImagePath>> for Links {
+    fn from(names: Vec<ImagePath>) -> Links {
+        Links((!names.is_empty()).then(|| Box::new(names)))
+    }
+}
+
+impl std::ops::Deref for Links {
+    type Target = [ImagePath];
+
+    fn deref(&self) -> &[ImagePath] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl<'a> IntoIterator for &'a Links {
+    type Item = &'a ImagePath;
+    type IntoIter = std::slice::Iter<'a, ImagePath>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A regular file. `links` are further names of the same inode; as in
@@ -100,7 +155,7 @@ pub enum Kind {
         /// Boxed: most entries of a large image are not files, and every
         /// entry is as large as the largest kind.
         source: Box<Source>,
-        links: Vec<ImagePath>,
+        links: Links,
     },
     Dir,
     Symlink {
@@ -203,9 +258,9 @@ mod tests {
     #[test]
     fn an_entry_stays_small() {
         let size = std::mem::size_of::<Entry>();
-        assert!(size <= 128, "an Entry is {size} bytes");
+        assert!(size <= 88, "an Entry is {size} bytes");
         assert!(
-            std::mem::size_of::<Kind>() <= 40,
+            std::mem::size_of::<Kind>() <= 24,
             "{}",
             std::mem::size_of::<Kind>()
         );

@@ -146,7 +146,7 @@ fn entries(
                 content.insert(path.clone(), data);
                 Kind::File {
                     source: Source::from_metadata(src, &meta).into(),
-                    links: link_names,
+                    links: link_names.into(),
                 }
             }
             Item::Symlink(t) => Kind::Symlink {
@@ -197,7 +197,7 @@ proptest! {
         // The plan's invariants.
         let layout = composer::plan::archive(&list, &policy);
         let mut seen_dirs: std::collections::HashSet<Vec<u8>> = Default::default();
-        for r in &layout.records {
+        for r in layout.records() {
             prop_assert!(r.header.namesize <= 4096, "namesize {}", r.header.namesize);
             if let Some(cut) = r.name.iter().rposition(|&b| b == b'/') {
                 prop_assert!(seen_dirs.contains(&r.name[..cut]), "parent of {:?} not first", r.name);

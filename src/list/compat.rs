@@ -179,7 +179,7 @@ fn handle(kind: &str, args: &[u8], origin: &Origin, env: EnvLookup) -> Result<En
                 name,
                 Kind::File {
                     source: source.into(),
-                    links,
+                    links: links.into(),
                 },
                 mode,
                 uid,

@@ -99,7 +99,7 @@ mod tests {
         match &file.kind {
             Kind::File { source, links } => {
                 assert_eq!(source.path, PathBuf::from("/src/init"));
-                assert_eq!(links, &[b"sbin/init".to_vec(), b"linuxrc".to_vec()]);
+                assert_eq!(&links[..], &[b"sbin/init".to_vec(), b"linuxrc".to_vec()]);
             }
             k => panic!("{k:?}"),
         }
@@ -115,7 +115,7 @@ mod tests {
         // --compat makes hardlinks of the words, as the kernel tool does.
         let p = compat(b"file /a/b /x 0644 0 0 # note\n").unwrap();
         match &p.entries[0].kind {
-            Kind::File { links, .. } => assert_eq!(links, &[b"#".to_vec(), b"note".to_vec()]),
+            Kind::File { links, .. } => assert_eq!(&links[..], &[b"#".to_vec(), b"note".to_vec()]),
             k => panic!("{k:?}"),
         }
     }

@@ -217,7 +217,7 @@ fn parse_line(line: &Line, word: &[u8], env: EnvLookup) -> Result<Entry> {
                 name.clone(),
                 Kind::File {
                     source: Source::unresolved(path).into(),
-                    links,
+                    links: links.into(),
                 },
                 0,
                 name_origin.clone(),

@@ -90,7 +90,7 @@ pub(super) fn add_all(
                     mode: modes.of(None, &st.meta),
                     kind: Kind::File {
                         source: crate::resolve::file_source(source, &st, origin)?.into(),
-                        links: vec![],
+                        links: crate::entry::Links::default(),
                     },
                     origin: origin.clone(),
                 }

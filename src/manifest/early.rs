@@ -246,7 +246,7 @@ fn gather_early(
             ImagePath::generated(name),
             Kind::File {
                 source: source.into(),
-                links: vec![],
+                links: crate::entry::Links::default(),
             },
             0o644,
             o.clone(),

@@ -191,7 +191,7 @@ fn align_hint(spec: Option<AlignSpec>) -> AlignHint {
     match spec {
         None | Some(AlignSpec::Auto) => AlignHint::Default,
         Some(AlignSpec::None) => AlignHint::Never,
-        Some(AlignSpec::Bytes(n)) => AlignHint::Bytes(n),
+        Some(AlignSpec::Bytes(n)) => AlignHint::bytes(n),
     }
 }
 
@@ -355,7 +355,7 @@ impl Lowerer<'_> {
             (
                 Kind::File {
                     source: source.into(),
-                    links: vec![],
+                    links: crate::entry::Links::default(),
                 },
                 self.file_mode(None, meta),
                 Claim::Declared,
@@ -525,7 +525,7 @@ impl Lowerer<'_> {
         let source = crate::resolve::file_source(&host, &st, &origin)?;
         let kind = Kind::File {
             source: source.into(),
-            links: vec![],
+            links: crate::entry::Links::default(),
         };
         let mode = self.file_mode(r.mode, &st.meta);
         let mut e = self.declared(dest, kind, mode, (r.uid, r.gid), origin);

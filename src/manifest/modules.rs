@@ -240,7 +240,7 @@ fn file_item(
         dest: dest.into_bytes(),
         kind: Kind::File {
             source: crate::resolve::file_source(host, &st, origin)?.into(),
-            links: Vec::new(),
+            links: crate::entry::Links::default(),
         },
         mode: modes.of(None, &st.meta),
         origin: origin.clone(),

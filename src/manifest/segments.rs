@@ -475,7 +475,7 @@ mod tests {
             name,
             Kind::File {
                 source: Source::unresolved(PathBuf::from("/x")).into(),
-                links: vec![],
+                links: crate::entry::Links::default(),
             },
         )
     }

@@ -108,7 +108,7 @@ fn take(root: &Root, inside: &str, origin: &Origin, out: &mut Vec<Added>) -> Res
                 origin,
             )?
             .into(),
-            links: Vec::new(),
+            links: crate::entry::Links::default(),
         }
     };
     let mode = match &kind {

@@ -20,7 +20,7 @@
 use super::layout::{Layout, Options};
 use crate::compress::Compression;
 use crate::cpio::header::pad_to;
-use crate::entry::{AlignHint, Entry, Kind};
+use crate::entry::{Entry, Kind};
 use crate::policy::{AlignMode, Policy};
 use crate::spec::{ImageSpec, SegmentSpec};
 
@@ -55,19 +55,20 @@ pub struct Chunk<'a> {
 fn chunk_ranges(layout: &Layout, entries: usize, size: u64) -> Vec<std::ops::Range<usize>> {
     // In order (a compressed segment keeps its entries' order); anything
     // else is not cut.
-    if layout.records.windows(2).any(|w| w[1].entry < w[0].entry) {
+    if (1..layout.len()).any(|i| layout.entry(i) < layout.entry(i - 1)) {
         return std::iter::once(0..entries).collect();
     }
     let mut cuts = vec![0usize];
     let mut start = 0u64;
     let mut prev_entry = None;
-    for r in &layout.records {
-        let new_entry = prev_entry != Some(r.entry);
-        if new_entry && r.offset - start >= size && r.entry > *cuts.last().unwrap_or(&0) {
-            cuts.push(r.entry);
-            start = r.offset;
+    for i in 0..layout.len() {
+        let (entry, offset) = (layout.entry(i), layout.offset(i));
+        let new_entry = prev_entry != Some(entry);
+        if new_entry && offset - start >= size && entry > *cuts.last().unwrap_or(&0) {
+            cuts.push(entry);
+            start = offset;
         }
-        prev_entry = Some(r.entry);
+        prev_entry = Some(entry);
     }
     cuts.push(entries);
     cuts.windows(2).map(|w| w[0]..w[1]).collect()
@@ -90,11 +91,7 @@ fn data_alignment(entries: &[Entry], default: u32) -> u32 {
             let Kind::File { source, .. } = &e.kind else {
                 return None;
             };
-            let a = match e.align {
-                AlignHint::Default => default,
-                AlignHint::Never => 0,
-                AlignHint::Bytes(n) => n,
-            };
+            let a = e.align.resolve(default);
             (a > 0 && source.size > a as u64).then_some(a)
         })
         .max()
@@ -187,12 +184,13 @@ pub fn plan(spec: &ImageSpec) -> ImageLayout<'_> {
 mod tests {
     use super::super::layout::test_file as file;
     use super::*;
+    use crate::entry::AlignHint;
 
     #[test]
     fn alignment_of_a_segment() {
         let big = file("big", 100_000);
         let mut own = big.clone();
-        own.align = AlignHint::Bytes(65536);
+        own.align = AlignHint::bytes(65536);
         assert_eq!(data_alignment(std::slice::from_ref(&big), 4096), 4096);
         assert_eq!(data_alignment(&[big.clone(), own], 4096), 65536);
         assert_eq!(data_alignment(&[big], 0), 0);

@@ -38,7 +38,7 @@ pub(crate) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
             offset = end + pad_to(end, 4) + size + pad_to(size, 4);
             p
         });
-    let mut layout = assemble(placed, records_of(entries), opts.policy.crc, Vec::new());
+    let mut layout = assemble(entries, opts, placed, records_of(entries), Vec::new());
     layout.warnings = warnings;
     layout
 }
@@ -82,11 +82,11 @@ mod tests {
         ];
         let l = plan(&entries, &opts(0));
         // "bin\0" after the header: 110 + 4 = 114 -> padded to 116.
-        assert_eq!(l.records[1].offset, 116);
-        assert_eq!(l.records[1].data_offset(), 116 + 110 + 6);
-        assert_eq!(l.records[0].header.mtime, 9);
-        assert_eq!(l.records[1].header.mtime, 5);
-        assert_eq!(l.records[0].header.nlink, 2);
+        assert_eq!(l.record(1).offset, 116);
+        assert_eq!(l.record(1).data_offset(), 116 + 110 + 6);
+        assert_eq!(l.record(0).header.mtime, 9);
+        assert_eq!(l.record(1).header.mtime, 5);
+        assert_eq!(l.record(0).header.nlink, 2);
         assert_eq!(l.size % 512, 0);
     }
 
@@ -94,9 +94,9 @@ mod tests {
     fn aligns_only_files_larger_than_the_alignment() {
         let entries = vec![file("a", 4096), file("b", 4097)];
         let l = plan(&entries, &opts(4096));
-        assert_eq!(l.records[0].alignment, Alignment::NotEligible);
-        assert_eq!(l.records[1].alignment, Alignment::Aligned(4096));
-        assert_eq!(l.records[1].data_offset() % 4096, 0);
+        assert_eq!(l.record(0).alignment, Alignment::NotEligible);
+        assert_eq!(l.record(1).alignment, Alignment::Aligned(4096));
+        assert_eq!(l.record(1).data_offset() % 4096, 0);
     }
 
     #[test]
@@ -105,6 +105,6 @@ mod tests {
         let entries = vec![file(&long, 70000), file(&long, 70000)];
         let l = plan(&entries, &opts(65536));
         assert_eq!(l.misses().count(), 2);
-        assert!(l.records.iter().all(|r| r.header.namesize <= 4096));
+        assert!(l.records().all(|r| r.header.namesize <= 4096));
     }
 }

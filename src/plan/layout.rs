@@ -4,7 +4,7 @@
 //! placed; [`Placed`]: with its padding decided; [`assemble`]).
 
 use crate::cpio::header::{pad_to, Header, HEADER_LEN, TRAILER_NAME};
-use crate::entry::{AlignHint, Entry, Kind, Source, PATH_MAX};
+use crate::entry::{Entry, Kind, Source, PATH_MAX};
 use crate::error::Warning;
 use crate::policy::Policy;
 
@@ -38,6 +38,8 @@ pub enum Alignment {
     Missed(u32),
 }
 
+/// One record of a layout, whole: what [`Layout::record`] makes of the
+/// little the layout keeps of it and of its entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
     /// NUL bytes between the previous record and this header (kernel-only
@@ -67,9 +69,56 @@ impl Record<'_> {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One record as a layout keeps it: where it goes and the padding it got.
+/// Its header, name and data follow from its entry ([`Layout::record`]):
+/// 24 bytes a record, not a [`Record`]'s 136, so that an image of many
+/// small entries is planned in little more memory than its entries take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    offset: u64,
+    /// Index of the entry (the format numbers inodes in 32 bits, so an
+    /// image never has more entries than that).
+    entry: u32,
+    /// Which of the entry's names ([`Entry::names`]).
+    name: u32,
+    lead: u32,
+    /// NULs added to the name (namesize stays within PATH_MAX, so this
+    /// does too).
+    namepad: u16,
+    /// The alignment of [`Alignment::Aligned`] or [`Alignment::Missed`]
+    /// (always a power of two), as its power.
+    align: u8,
+    /// [`Slot::ALIGNED`], [`Slot::MISSED`], [`Slot::FILLER`].
+    flags: u8,
+}
+
+impl Slot {
+    const ALIGNED: u8 = 1;
+    const MISSED: u8 = 2;
+    const FILLER: u8 = 4;
+
+    fn alignment(&self) -> Alignment {
+        if self.flags & Slot::ALIGNED != 0 {
+            Alignment::Aligned(1 << self.align)
+        } else if self.flags & Slot::MISSED != 0 {
+            Alignment::Missed(1 << self.align)
+        } else {
+            Alignment::NotEligible
+        }
+    }
+
+    fn filler(&self) -> bool {
+        self.flags & Slot::FILLER != 0
+    }
+}
+
+#[derive(Clone, Debug)]
 pub struct Layout<'a> {
-    pub records: Vec<Record<'a>>,
+    /// The entries the records are of.
+    entries: &'a [Entry],
+    /// How they were planned (their headers follow from it).
+    opts: Options,
+    slots: Vec<Slot>,
     /// Where the trailer's header starts.
     pub trailer_offset: u64,
     /// The archive's size: the trailer, padded to a multiple of 512.
@@ -78,15 +127,80 @@ pub struct Layout<'a> {
     pub warnings: Vec<Warning>,
 }
 
-impl Layout<'_> {
+impl PartialEq for Layout<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.trailer_offset == other.trailer_offset
+            && self.size == other.size
+            && self.crc == other.crc
+            && self.warnings == other.warnings
+            && self.len() == other.len()
+            && self.records().eq(other.records())
+    }
+}
+
+impl Eq for Layout<'_> {}
+
+impl<'a> Layout<'a> {
     pub fn trailer(&self) -> Header {
         Header::trailer(self.crc)
     }
 
-    pub fn misses(&self) -> impl Iterator<Item = &Record<'_>> {
-        self.records
+    /// How many records the archive has (the trailer not counted).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Record `i`, in archive order.
+    pub fn record(&self, i: usize) -> Record<'a> {
+        let s = &self.slots[i];
+        let index = s.entry as usize;
+        let p = proto(index, &self.entries[index], s.name as usize, &self.opts);
+        let namesize = p.header.namesize as u64 + s.namepad as u64;
+        let mut header = Header {
+            namesize: namesize as u32,
+            ..p.header
+        };
+        if s.filler() {
+            header.nlink = 1;
+        }
+        Record {
+            lead: s.lead,
+            offset: s.offset,
+            header,
+            name: p.name,
+            name_field: (namesize + pad_to(HEADER_LEN as u64 + namesize, 4)) as u32,
+            data: p.data,
+            entry: index,
+            alignment: s.alignment(),
+            filler: s.filler(),
+        }
+    }
+
+    /// Every record, in archive order.
+    pub fn records(&self) -> impl DoubleEndedIterator<Item = Record<'a>> + ExactSizeIterator + '_ {
+        (0..self.slots.len()).map(|i| self.record(i))
+    }
+
+    /// Where record `i`'s header starts.
+    pub fn offset(&self, i: usize) -> u64 {
+        self.slots[i].offset
+    }
+
+    /// The index of the entry record `i` belongs to.
+    pub fn entry(&self, i: usize) -> usize {
+        self.slots[i].entry as usize
+    }
+
+    pub fn misses(&self) -> impl Iterator<Item = Record<'a>> + '_ {
+        self.slots
             .iter()
-            .filter(|r| matches!(r.alignment, Alignment::Missed(_)))
+            .enumerate()
+            .filter(|(_, s)| s.flags & Slot::MISSED != 0)
+            .map(|(i, _)| self.record(i))
     }
 }
 
@@ -96,25 +210,7 @@ fn alignment_for(entry: &Entry, default: u32, hints: bool) -> u32 {
     if !hints {
         return 0;
     }
-    match entry.align {
-        AlignHint::Default => default,
-        AlignHint::Never => 0,
-        AlignHint::Bytes(n) => n,
-    }
-}
-
-fn clamp_mtime(entry: &Entry, secs: i64, warnings: &mut Vec<Warning>) -> u32 {
-    let clamped = secs.clamp(0, u32::MAX as i64);
-    if clamped != secs {
-        warnings.push(Warning {
-            origin: Some(entry.origin.clone()),
-            message: format!(
-                "source mtime {secs} does not fit the cpio header; clipped to {clamped}"
-            ),
-            details: Vec::new(),
-        });
-    }
-    clamped as u32
+    entry.align.resolve(default)
 }
 
 /// One record before it is placed: everything but its offset and padding.
@@ -123,6 +219,8 @@ pub(crate) struct Proto<'a> {
     /// The header with the minimal namesize (name + NUL).
     pub header: Header,
     pub name: &'a [u8],
+    /// Which of the entry's names `name` is ([`Entry::names`]).
+    pub k: u32,
     pub data: Data<'a>,
     pub entry: usize,
     /// The alignment asked for this record's data (0: none). Only the
@@ -184,6 +282,25 @@ pub(crate) fn eligible(entry: &Entry, opts: &Options) -> bool {
     align > 0 && source.size > align as u64
 }
 
+/// The mtime of an entry's headers: -t (or SOURCE_DATE_EPOCH) wins over
+/// everything, as in gen_init_cpio. With the source's own mtime when it
+/// had to be clipped to fit the header.
+fn mtime_of(entry: &Entry, policy: &Policy) -> (u32, Option<i64>) {
+    match (policy.mtime.fixed, entry.mtime) {
+        (Some(t), _) | (None, Some(t)) => (t, None),
+        (None, None) => match &entry.kind {
+            Kind::File { source, .. } => {
+                let clipped = source.mtime.clamp(0, u32::MAX as i64);
+                (
+                    clipped as u32,
+                    (clipped != source.mtime).then_some(source.mtime),
+                )
+            }
+            _ => (policy.mtime.now, None),
+        },
+    }
+}
+
 /// The records of one entry in write order: one per name (a hardlink group
 /// has several; the data goes on the last).
 pub(crate) fn protos<'a>(
@@ -192,24 +309,29 @@ pub(crate) fn protos<'a>(
     opts: &Options,
     warnings: &mut Vec<Warning>,
 ) -> Vec<Proto<'a>> {
-    let ino = FIRST_INO.wrapping_add(index as u32);
-    // -t (or SOURCE_DATE_EPOCH) wins over everything, as in gen_init_cpio.
+    if let (t, Some(secs)) = mtime_of(entry, &opts.policy) {
+        warnings.push(Warning {
+            origin: Some(entry.origin.clone()),
+            message: format!("source mtime {secs} does not fit the cpio header; clipped to {t}"),
+            details: Vec::new(),
+        });
+    }
+    (0..entry.names().count())
+        .map(|k| proto(index, entry, k, opts))
+        .collect()
+}
+
+/// Record `k` of an entry ([`protos`]).
+fn proto<'a>(index: usize, entry: &'a Entry, k: usize, opts: &Options) -> Proto<'a> {
     let policy = &opts.policy;
-    let mtime = match (policy.mtime.fixed, entry.mtime) {
-        (Some(t), _) | (None, Some(t)) => t,
-        (None, None) => match &entry.kind {
-            Kind::File { source, .. } => clamp_mtime(entry, source.mtime, warnings),
-            _ => policy.mtime.now,
-        },
-    };
     let base = Header {
         crc: policy.crc,
-        ino,
+        ino: FIRST_INO.wrapping_add(index as u32),
         mode: entry.mode_field(),
         uid: entry.uid,
         gid: entry.gid,
         nlink: 1,
-        mtime,
+        mtime: mtime_of(entry, policy).0,
         devmajor: 3,
         devminor: 1,
         namesize: entry.name.len() as u32 + 1,
@@ -218,41 +340,43 @@ pub(crate) fn protos<'a>(
     let one = |header: Header, data: Data<'a>| Proto {
         header,
         name: &entry.name,
+        k: 0,
         data,
         entry: index,
         align: 0,
     };
     match &entry.kind {
-        Kind::File { source, .. } => {
-            let names: Vec<&'a [u8]> = entry.names().collect();
-            let nlink = names.len() as u32;
-            let align = alignment_for(entry, policy.align, opts.hints);
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, name)| {
-                    let last = i + 1 == names.len();
-                    Proto {
-                        header: Header {
-                            nlink,
-                            filesize: if last { source.size as u32 } else { 0 },
-                            namesize: name.len() as u32 + 1,
-                            ..base
-                        },
-                        name,
-                        data: if last { Data::File(source) } else { Data::None },
-                        entry: index,
-                        align: if last { align } else { 0 },
-                    }
-                })
-                .collect()
+        Kind::File { source, links } => {
+            let nlink = links.len() as u32 + 1;
+            let name: &'a [u8] = match k {
+                0 => &entry.name,
+                k => &links[k - 1],
+            };
+            let last = k == links.len();
+            Proto {
+                header: Header {
+                    nlink,
+                    filesize: if last { source.size as u32 } else { 0 },
+                    namesize: name.len() as u32 + 1,
+                    ..base
+                },
+                name,
+                k: k as u32,
+                data: if last { Data::File(source) } else { Data::None },
+                entry: index,
+                align: if last {
+                    alignment_for(entry, policy.align, opts.hints)
+                } else {
+                    0
+                },
+            }
         }
         Kind::Symlink { target } => {
             let header = Header {
                 filesize: target.len() as u32 + 1,
                 ..base
             };
-            vec![one(header, Data::Target(target))]
+            one(header, Data::Target(target))
         }
         Kind::Node { major, minor, .. } => {
             let header = Header {
@@ -260,9 +384,9 @@ pub(crate) fn protos<'a>(
                 rdevminor: *minor,
                 ..base
             };
-            vec![one(header, Data::None)]
+            one(header, Data::None)
         }
-        Kind::Dir | Kind::Pipe | Kind::Socket => vec![one(Header { nlink: 2, ..base }, Data::None)],
+        Kind::Dir | Kind::Pipe | Kind::Socket => one(Header { nlink: 2, ..base }, Data::None),
     }
 }
 
@@ -290,46 +414,52 @@ impl<'a> Placed<'a> {
 }
 
 /// Computes every offset of placed records (`count` of them, as they
-/// come) and the trailer.
+/// come, of `entries` planned with `opts`) and the trailer.
 pub(crate) fn assemble<'a>(
+    entries: &'a [Entry],
+    opts: &Options,
     placed: impl IntoIterator<Item = Placed<'a>>,
     count: usize,
-    crc: bool,
     warnings: Vec<Warning>,
 ) -> Layout<'a> {
-    let mut records = Vec::with_capacity(count);
+    let mut slots = Vec::with_capacity(count);
     let mut offset: u64 = 0;
     for p in placed {
         offset += p.lead as u64;
         let namesize = p.proto.header.namesize as u64 + p.namepad as u64;
         let name_end = HEADER_LEN as u64 + namesize;
         let size = p.proto.header.filesize as u64;
-        let record = Record {
-            lead: p.lead,
-            offset,
-            header: Header {
-                namesize: namesize as u32,
-                ..p.proto.header
-            },
-            name: p.proto.name,
-            name_field: (namesize + pad_to(name_end, 4)) as u32,
-            data: p.proto.data,
-            entry: p.proto.entry,
-            alignment: p.alignment,
-            filler: p.filler,
+        let (mut flags, align) = match p.alignment {
+            Alignment::NotEligible => (0, 0),
+            Alignment::Aligned(a) => (Slot::ALIGNED, a),
+            Alignment::Missed(a) => (Slot::MISSED, a),
         };
-        offset = record.data_offset() + size + pad_to(size, 4);
-        records.push(record);
+        debug_assert!(align == 0 || align.is_power_of_two(), "alignment {align}");
+        if p.filler {
+            flags |= Slot::FILLER;
+        }
+        slots.push(Slot {
+            offset,
+            entry: u32::try_from(p.proto.entry).expect("cpio numbers inodes in 32 bits"),
+            name: p.proto.k,
+            lead: p.lead,
+            namepad: u16::try_from(p.namepad).expect("namesize stays within PATH_MAX"),
+            align: align.trailing_zeros() as u8,
+            flags,
+        });
+        offset += name_end + pad_to(name_end, 4) + size + pad_to(size, 4);
     }
     let trailer_offset = offset;
     let trailer_end = offset + HEADER_LEN as u64 + TRAILER_NAME.len() as u64 + 1;
     let trailer_end = trailer_end + pad_to(trailer_end, 4);
     let size = trailer_end + pad_to(trailer_end, 512);
     Layout {
-        records,
+        entries,
+        opts: *opts,
+        slots,
         trailer_offset,
         size,
-        crc,
+        crc: opts.policy.crc,
         warnings,
     }
 }
@@ -343,9 +473,20 @@ pub(crate) fn test_file(name: &str, size: u64) -> Entry {
         crate::path::ImagePath::generated(name),
         Kind::File {
             source: source.into(),
-            links: vec![],
+            links: crate::entry::Links::default(),
         },
         0o644,
         crate::entry::Origin::default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A layout keeps a record per archive entry: keep it small.
+    #[test]
+    fn a_record_is_kept_in_24_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 24);
+    }
 }

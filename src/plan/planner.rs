@@ -80,7 +80,7 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
             .enumerate()
             .flat_map(|(i, e)| protos(i, e, opts, &mut warnings))
             .map(Placed::plain);
-        let mut layout = assemble(placed, count, opts.policy.crc, Vec::new());
+        let mut layout = assemble(entries, opts, placed, count, Vec::new());
         layout.warnings = warnings;
         return layout;
     }
@@ -246,7 +246,7 @@ pub(super) fn plan<'a>(entries: &'a [Entry], opts: &Options) -> Layout<'a> {
         });
     }
     let count = placed.len();
-    assemble(placed, count, opts.policy.crc, warnings)
+    assemble(entries, opts, placed, count, warnings)
 }
 
 /// How many filler entries make `need` bytes of padding possible, given
@@ -331,7 +331,7 @@ mod tests {
                 let entries = corpus();
                 let l = plan_any(&entries, &opts(align, mode));
                 let mut eligible = 0;
-                for r in &l.records {
+                for r in l.records() {
                     assert!(r.header.namesize <= 4096);
                     if r.header.filesize as u64 > align as u64 {
                         eligible += 1;
@@ -344,20 +344,16 @@ mod tests {
                 assert!(eligible > 100);
                 assert_eq!(l.misses().count(), 0);
                 // Every entry is there once (fillers aside).
-                let mut seen: Vec<usize> = l
-                    .records
-                    .iter()
-                    .filter(|r| !r.filler)
-                    .map(|r| r.entry)
-                    .collect();
+                let mut seen: Vec<usize> =
+                    l.records().filter(|r| !r.filler).map(|r| r.entry).collect();
                 seen.sort_unstable();
                 assert_eq!(seen, (0..entries.len()).collect::<Vec<_>>());
                 // Parents first.
-                let pos = |n: &[u8]| l.records.iter().position(|r| r.name == n).unwrap();
+                let pos = |n: &[u8]| l.records().position(|r| r.name == n).unwrap();
                 assert!(pos(b"d") < pos(b"d/e"));
-                for r in &l.records {
+                for (i, r) in l.records().enumerate() {
                     if r.name.starts_with(b"d/e/") {
-                        assert!(pos(b"d/e") < l.records.iter().position(|x| x == r).unwrap());
+                        assert!(pos(b"d/e") < i);
                     }
                 }
             }
@@ -368,7 +364,7 @@ mod tests {
     fn without_alignment_the_order_is_kept() {
         let entries = vec![dir("a"), file("a/x", 10), dir("b"), file("b/y", 5000)];
         let l = plan_any(&entries, &opts(0, AlignMode::Readers));
-        let names: Vec<&[u8]> = l.records.iter().map(|r| r.name).collect();
+        let names: Vec<&[u8]> = l.records().map(|r| r.name).collect();
         assert_eq!(names, [&b"a"[..], b"a/x", b"b", b"b/y"]);
     }
 

@@ -49,8 +49,7 @@ pub fn lower_bound(layout: &Layout) -> u64 {
     let mut gaps: Vec<u64> = Vec::new();
     let mut first_block: u64 = 0;
     let min_head = layout
-        .records
-        .iter()
+        .records()
         .filter(|r| r.alignment != Alignment::NotEligible)
         .map(|r| {
             let e = HEADER_LEN as u64 + r.name.len() as u64 + 1;
@@ -58,7 +57,7 @@ pub fn lower_bound(layout: &Layout) -> u64 {
         })
         .min()
         .unwrap_or(0);
-    for r in layout.records.iter().filter(|r| !r.filler) {
+    for r in layout.records().filter(|r| !r.filler) {
         let size = r.header.filesize as u64;
         let min_end = HEADER_LEN as u64 + r.name.len() as u64 + 1;
         let head = min_end + pad_to(min_end, 4);
@@ -85,14 +84,14 @@ pub fn lower_bound(layout: &Layout) -> u64 {
 pub fn summarize(layout: &Layout, entries: &[Entry]) -> Summary {
     let mut s = Summary {
         entries: entries.len(),
-        records: layout.records.len(),
+        records: layout.len(),
         archive_bytes: layout.size,
         padding_lower_bound: lower_bound(layout),
         notes: layout.warnings.iter().map(|w| w.to_string()).collect(),
         ..Summary::default()
     };
-    for r in &layout.records {
-        s.padding_bytes += padding_of(r);
+    for r in layout.records() {
+        s.padding_bytes += padding_of(&r);
         s.fillers += r.filler as usize;
         match r.alignment {
             Alignment::Aligned(_) => {
@@ -133,15 +132,15 @@ fn table(layout: &Layout, base: u64) -> String {
         "{:>12} {:>12} {:>10} {:>8}  {:<14} name",
         "offset", "data", "size", "padding", "alignment"
     );
-    for r in &layout.records {
+    for r in layout.records() {
         let _ = writeln!(
             out,
             "{:>12} {:>12} {:>10} {:>8}  {:<14} /{}",
             base + r.offset,
             base + r.data_offset(),
             r.header.filesize,
-            padding_of(r),
-            status(r),
+            padding_of(&r),
+            status(&r),
             escape(r.name)
         );
     }
@@ -212,15 +211,14 @@ struct JsonPlan {
 
 fn json_records(layout: &Layout) -> Vec<JsonRecord> {
     layout
-        .records
-        .iter()
+        .records()
         .map(|r| JsonRecord {
             name: escape(r.name),
             offset: r.offset,
             data_offset: r.data_offset(),
             size: r.header.filesize,
             namesize: r.header.namesize,
-            padding: padding_of(r),
+            padding: padding_of(&r),
             alignment: match r.alignment {
                 Alignment::Aligned(_) => "aligned",
                 Alignment::Missed(_) => "missed",

@@ -242,6 +242,11 @@ impl<'o> Sink<'o> {
         }
         while done < len {
             let chunk = (len - done).min(BUFFER as u64) as usize;
+            if self.buf.len() + chunk > self.buf.capacity() {
+                // Out first, rather than grow the buffer (to twice its
+                // size, for the rest of the build).
+                self.flush()?;
+            }
             let start = self.buf.len();
             self.buf.resize(start + chunk, 0);
             let n =
@@ -475,7 +480,7 @@ pub fn write_at(
             writeback: false,
             offload,
         };
-        return write_range(layout, entries, &layout.records, &to, true);
+        return write_range(layout, entries, 0..layout.len(), &to, true);
     }
     let end = base + layout.size;
     // Sized up front: writers fill it at their offsets, padding stays holes.
@@ -487,8 +492,8 @@ pub fn write_at(
         writeback,
         offload,
     };
-    if threads <= 1 || layout.records.len() < 2 {
-        let stats = write_range(layout, entries, &layout.records, &to, true)?;
+    if threads <= 1 || layout.len() < 2 {
+        let stats = write_range(layout, entries, 0..layout.len(), &to, true)?;
         rustix::fs::seek(out, rustix::fs::SeekFrom::Start(end))
             .map_err(|e| Error::io(out_name, e.into()))?;
         return Ok(stats);
@@ -496,18 +501,18 @@ pub fn write_at(
     // Cut the records into `threads` runs of about equal size.
     let share = layout.size / threads as u64;
     let mut cuts = vec![0];
-    for (i, r) in layout.records.iter().enumerate() {
-        if r.offset >= share * cuts.len() as u64 && cuts.len() < threads {
+    for i in 0..layout.len() {
+        if layout.offset(i) >= share * cuts.len() as u64 && cuts.len() < threads {
             cuts.push(i);
         }
     }
-    cuts.push(layout.records.len());
+    cuts.push(layout.len());
     let results: Vec<Result<WriteStats>> = std::thread::scope(|scope| {
         let handles: Vec<_> = cuts
             .windows(2)
             .enumerate()
             .map(|(k, w)| {
-                let records = &layout.records[w[0]..w[1]];
+                let records = w[0]..w[1];
                 let last = k + 2 == cuts.len();
                 let to = &to;
                 scope.spawn(move || write_range(layout, entries, records, to, last))
@@ -536,13 +541,13 @@ pub fn write_at(
     Ok(total)
 }
 
-/// Writes `records` (a contiguous run of the layout) and, when `trailer`,
+/// Writes `records` (a run of the layout's) and, when `trailer`,
 /// the trailer and the tail padding; at file offset `to.positional` +
 /// archive offset when that is given, else at the file position.
 fn write_range(
     layout: &Layout,
     entries: &[Entry],
-    records: &[Record],
+    records: std::ops::Range<usize>,
     to: &Target,
     trailer: bool,
 ) -> Result<WriteStats> {
@@ -553,9 +558,11 @@ fn write_range(
         writeback,
         offload,
     } = *to;
-    let start = records
-        .first()
-        .map_or(layout.trailer_offset, |r| r.offset - r.lead as u64);
+    let start = if records.is_empty() {
+        layout.trailer_offset
+    } else {
+        layout.offset(records.start) - layout.record(records.start).lead as u64
+    };
     let mut sink = Sink {
         out,
         out_name,
@@ -569,14 +576,15 @@ fn write_range(
     };
     let mut small = Vec::new();
     let mut ahead = Ahead::default();
-    for (i, record) in records.iter().enumerate() {
+    for i in records.clone() {
+        let record = layout.record(i);
         sink.zeros(record.lead as u64)?;
         debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
         let origin = &entries[record.entry].origin;
         let before = sink.pos;
-        ahead.fill(records, i);
+        ahead.fill(layout, records.end, i);
         let opened = ahead.take(i);
-        write_record(&mut sink, record, opened, layout.crc, origin, &mut small)?;
+        write_record(&mut sink, &record, opened, layout.crc, origin, &mut small)?;
         crate::progress::advance(sink.pos - before + record.lead as u64);
         sink.start_writeback(false)?;
     }
@@ -617,14 +625,15 @@ const AHEAD_FILES: usize = 32;
 const AHEAD_BYTES: u64 = 32 << 20;
 
 impl Ahead {
-    /// Opens sources from record `at` on, within the bounds.
-    fn fill(&mut self, records: &[Record], at: usize) {
+    /// Opens sources of the layout's records from `at` on (up to `end`),
+    /// within the bounds.
+    fn fill(&mut self, layout: &Layout, end: usize, at: usize) {
         self.next = self.next.max(at);
-        while self.next < records.len()
+        while self.next < end
             && self.queue.len() < AHEAD_FILES
             && (self.bytes < AHEAD_BYTES || self.queue.is_empty())
         {
-            if let Data::File(source) = &records[self.next].data {
+            if let Data::File(source) = layout.record(self.next).data {
                 let opened = open_source(source);
                 if let Ok(f) = &opened {
                     if source.size > 0 {

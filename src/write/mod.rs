@@ -46,7 +46,7 @@ fn zeros(out: &File, out_name: &str, n: u64) -> Result<()> {
 }
 
 fn misses<'a>(layout: &'a Layout<'a>) -> impl Iterator<Item = (Vec<u8>, u32)> + 'a {
-    layout.records.iter().filter_map(|r| match r.alignment {
+    layout.misses().filter_map(|r| match r.alignment {
         Alignment::Missed(a) => Some((r.name.to_vec(), a)),
         _ => None,
     })
