@@ -29,6 +29,13 @@ fn examples() -> Vec<PathBuf> {
     v
 }
 
+/// Whether this host can build example `m`: the busybox examples take the host's
+/// static busybox (without one they are skipped, or fail in strict mode).
+fn buildable(m: &Path) -> bool {
+    let name = m.file_name().unwrap().to_string_lossy();
+    !name.starts_with("busybox") || support::busybox_static().is_some()
+}
+
 fn build(manifest: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
     let mut cmd = support::composer();
     cmd.arg("build")
@@ -48,13 +55,14 @@ fn every_example_builds_and_yaml_equals_toml() {
         all.len() >= 6,
         "expected TOML and YAML examples, found {all:?}"
     );
-    let mut pairs = 0;
-    for m in &all {
+    let (mut pairs, mut tomls) = (0, 0);
+    for m in all.iter().filter(|m| buildable(m)) {
         let name = m.file_name().unwrap().to_string_lossy().into_owned();
         let bytes = build(m, &dir.join(format!("{name}.img")), &[]);
         let entries = support::parse_newc(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(entries.len() > 5, "{name}: only {} entries", entries.len());
         if m.extension().unwrap() == "toml" {
+            tomls += 1;
             let yaml = m.with_extension("yaml");
             if yaml.exists() {
                 let other = build(&yaml, &dir.join(format!("{name}.yaml.img")), &[]);
@@ -68,8 +76,8 @@ fn every_example_builds_and_yaml_equals_toml() {
         }
     }
     assert!(
-        pairs >= 3,
-        "every example should have a YAML form ({pairs} pairs)"
+        pairs == tomls && pairs >= 2,
+        "every example should have a YAML form ({pairs} pairs of {tomls})"
     );
 }
 
@@ -146,7 +154,7 @@ fn examples_validate_against_the_schema() {
 #[test]
 fn export_list_round_trips() {
     let dir = support::Scratch::new("export-list");
-    for m in examples() {
+    for m in examples().into_iter().filter(|m| buildable(m)) {
         let name = m.file_name().unwrap().to_string_lossy().into_owned();
         let list = dir.join(format!("{name}.list"));
         support::run_ok(
@@ -194,6 +202,9 @@ fn source_date_epoch_builds_are_reproducible() {
     let b = dir.join("b");
     copy_tree(&root().join("examples"), &b);
     for name in ["busybox.toml", "full.toml", "full.yaml"] {
+        if !buildable(Path::new(name)) {
+            continue;
+        }
         let mut outs = Vec::new();
         for (copy, tag) in [(&a, "a"), (&b, "b")] {
             let out = dir.join(format!("{name}.{tag}.img"));

@@ -74,6 +74,13 @@ pub fn require_tool(name: &str, package: &str) -> Option<PathBuf> {
     found
 }
 
+/// Whether the default (generic) image can be built from this host: it takes the
+/// host's systemd as its init when there is one, and udevadm with it. Otherwise skips
+/// (panics in strict mode).
+pub fn generic_image_host() -> bool {
+    !Path::new("/usr/lib/systemd/systemd").exists() || require_tool("udevadm", "udev").is_some()
+}
+
 /// True when running as root (uid 0); otherwise skips, or panics in strict mode.
 pub fn require_root() -> bool {
     if is_root() {
