@@ -123,7 +123,6 @@ pub struct Layout<'a> {
     pub trailer_offset: u64,
     /// The archive's size: the trailer, padded to a multiple of 512.
     pub size: u64,
-    pub crc: bool,
     pub warnings: Vec<Warning>,
 }
 
@@ -131,7 +130,7 @@ impl PartialEq for Layout<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.trailer_offset == other.trailer_offset
             && self.size == other.size
-            && self.crc == other.crc
+            && self.crc() == other.crc()
             && self.warnings == other.warnings
             && self.len() == other.len()
             && self.records().eq(other.records())
@@ -142,7 +141,27 @@ impl Eq for Layout<'_> {}
 
 impl<'a> Layout<'a> {
     pub fn trailer(&self) -> Header {
-        Header::trailer(self.crc)
+        Header::trailer(self.crc())
+    }
+
+    /// Whether the headers are `070702`, with data checksums.
+    pub fn crc(&self) -> bool {
+        self.opts.policy.crc
+    }
+
+    /// The entries the records are of.
+    pub fn entries(&self) -> &'a [Entry] {
+        self.entries
+    }
+
+    /// The source whose data record `i` carries, if any: what
+    /// `record(i).data` names, without making the record.
+    pub fn source(&self, i: usize) -> Option<&'a Source> {
+        let s = &self.slots[i];
+        match &self.entries[s.entry as usize].kind {
+            Kind::File { source, links } if s.name as usize == links.len() => Some(source),
+            _ => None,
+        }
     }
 
     /// How many records the archive has (the trailer not counted).
@@ -459,7 +478,6 @@ pub(crate) fn assemble<'a>(
         slots,
         trailer_offset,
         size,
-        crc: opts.policy.crc,
         warnings,
     }
 }

@@ -14,7 +14,7 @@ use std::io::{self, ErrorKind, Write};
 use std::path::Path;
 
 use crate::cpio::header::{checksum, pad_to, TRAILER_NAME};
-use crate::entry::{Entry, Origin, Source};
+use crate::entry::{Origin, Source};
 use crate::error::{Error, Result};
 use crate::io::read_full;
 use crate::plan::{Alignment, Data, Layout, Record};
@@ -417,19 +417,13 @@ fn checksum_file(src: &File, path: &Path, len: u64) -> Result<u32> {
 /// A regular file is written by up to `threads` writers at the layout's
 /// offsets, each taking a contiguous share of the bytes; anything else (a
 /// pipe, a terminal) is written in order.
-pub fn write(
-    layout: &Layout,
-    entries: &[Entry],
-    out: &File,
-    out_name: &str,
-    threads: usize,
-) -> Result<WriteStats> {
+pub fn write(layout: &Layout, out: &File, out_name: &str, threads: usize) -> Result<WriteStats> {
     let how = How {
         base: 0,
         writeback: false,
         reflink: true,
     };
-    write_at(layout, entries, out, out_name, threads, how)
+    write_at(layout, out, out_name, threads, how)
 }
 
 /// How [`write_at`] writes an archive.
@@ -450,7 +444,6 @@ pub struct How {
 /// layout's offsets stay relative to the archive's start.
 pub fn write_at(
     layout: &Layout,
-    entries: &[Entry],
     out: &File,
     out_name: &str,
     threads: usize,
@@ -480,7 +473,7 @@ pub fn write_at(
             writeback: false,
             offload,
         };
-        return write_range(layout, entries, 0..layout.len(), &to, true);
+        return write_range(layout, 0..layout.len(), &to, true);
     }
     let end = base + layout.size;
     // Sized up front: writers fill it at their offsets, padding stays holes.
@@ -493,7 +486,7 @@ pub fn write_at(
         offload,
     };
     if threads <= 1 || layout.len() < 2 {
-        let stats = write_range(layout, entries, 0..layout.len(), &to, true)?;
+        let stats = write_range(layout, 0..layout.len(), &to, true)?;
         rustix::fs::seek(out, rustix::fs::SeekFrom::Start(end))
             .map_err(|e| Error::io(out_name, e.into()))?;
         return Ok(stats);
@@ -515,7 +508,7 @@ pub fn write_at(
                 let records = w[0]..w[1];
                 let last = k + 2 == cuts.len();
                 let to = &to;
-                scope.spawn(move || write_range(layout, entries, records, to, last))
+                scope.spawn(move || write_range(layout, records, to, last))
             })
             .collect();
         handles
@@ -546,7 +539,6 @@ pub fn write_at(
 /// archive offset when that is given, else at the file position.
 fn write_range(
     layout: &Layout,
-    entries: &[Entry],
     records: std::ops::Range<usize>,
     to: &Target,
     trailer: bool,
@@ -580,11 +572,11 @@ fn write_range(
         let record = layout.record(i);
         sink.zeros(record.lead as u64)?;
         debug_assert_eq!(sink.pos, record.offset, "layout and writer disagree");
-        let origin = &entries[record.entry].origin;
+        let origin = &layout.entries()[record.entry].origin;
         let before = sink.pos;
         ahead.fill(layout, records.end, i);
         let opened = ahead.take(i);
-        write_record(&mut sink, &record, opened, layout.crc, origin, &mut small)?;
+        write_record(&mut sink, &record, opened, layout.crc(), origin, &mut small)?;
         crate::progress::advance(sink.pos - before + record.lead as u64);
         sink.start_writeback(false)?;
     }
@@ -633,7 +625,7 @@ impl Ahead {
             && self.queue.len() < AHEAD_FILES
             && (self.bytes < AHEAD_BYTES || self.queue.is_empty())
         {
-            if let Data::File(source) = layout.record(self.next).data {
+            if let Some(source) = layout.source(self.next) {
                 let opened = open_source(source);
                 if let Ok(f) = &opened {
                     if source.size > 0 {

@@ -8,7 +8,6 @@ use std::io::{self, BufWriter, Write};
 use std::os::fd::OwnedFd;
 
 use crate::compress::{self, EncodeOptions};
-use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::io::FullReads;
 use crate::plan::{Chunk, Layout};
@@ -21,13 +20,12 @@ fn broken_pipe(e: &Error) -> bool {
 /// Returns the compressed size.
 pub(super) fn write(
     layout: &Layout,
-    entries: &[Entry],
     out: &File,
     out_name: &str,
     opts: &EncodeOptions,
 ) -> Result<u64> {
     let mut sink = BufWriter::with_capacity(1 << 20, out);
-    let n = encode_into(layout, entries, &mut sink, out_name, opts)?;
+    let n = encode_into(layout, &mut sink, out_name, opts)?;
     sink.flush().map_err(|e| Error::io(out_name, e))?;
     Ok(n)
 }
@@ -44,7 +42,6 @@ pub(super) fn write(
 /// Returns the image offset after the last piece.
 pub(super) fn write_chunks(
     chunks: &[Chunk],
-    entries: &[Entry],
     out: &File,
     out_name: &str,
     opts: &EncodeOptions,
@@ -71,19 +68,17 @@ pub(super) fn write_chunks(
     for group in batches(chunks, opts.threads.max(1) as usize) {
         if let [c] = group {
             pos += gap(&mut sink, pos, &mut first)?;
-            let piece = &entries[c.entries.clone()];
-            pos += encode_into(&c.layout, piece, &mut sink, out_name, &one)?;
+            pos += encode_into(&c.layout, &mut sink, out_name, &one)?;
             continue;
         }
         let encoded: Vec<Result<Vec<u8>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = group
                 .iter()
                 .map(|c| {
-                    let piece = &entries[c.entries.clone()];
                     let one = &one;
                     scope.spawn(move || {
                         let mut buf = Vec::new();
-                        encode_into(&c.layout, piece, &mut buf, out_name, one).map(|_| buf)
+                        encode_into(&c.layout, &mut buf, out_name, one).map(|_| buf)
                     })
                 })
                 .collect();
@@ -136,7 +131,6 @@ fn batches<'c, 'a>(chunks: &'c [Chunk<'a>], threads: usize) -> Vec<&'c [Chunk<'a
 /// Encodes the archive of `layout` into `sink`; returns the compressed size.
 fn encode_into(
     layout: &Layout,
-    entries: &[Entry],
     sink: &mut impl Write,
     out_name: &str,
     opts: &EncodeOptions,
@@ -145,7 +139,7 @@ fn encode_into(
     let pipe = File::from(OwnedFd::from(pipe));
     std::thread::scope(|scope| {
         let producer = scope.spawn(move || {
-            let r = super::archive::write(layout, entries, &pipe, out_name, 1);
+            let r = super::archive::write(layout, &pipe, out_name, 1);
             drop(pipe);
             r
         });

@@ -78,7 +78,7 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
                 writeback: sync,
                 reflink: image.reflink,
             };
-            let stats = archive::write_at(layout, &segment.entries, file, &name, writers, how)?;
+            let stats = archive::write_at(layout, file, &name, writers, how)?;
             report.stats.copy_file_range_bytes += stats.copy_file_range_bytes;
             report.stats.buffered_bytes += stats.buffered_bytes;
             report.stats.hole_bytes += stats.hole_bytes;
@@ -86,16 +86,9 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
             pos += layout.size;
         } else if !part.chunks.is_empty() {
             let opts = segment.encode_options(cpus);
-            pos =
-                compressed::write_chunks(&part.chunks, &segment.entries, file, &name, &opts, pos)?;
+            pos = compressed::write_chunks(&part.chunks, file, &name, &opts, pos)?;
         } else {
-            pos += compressed::write(
-                layout,
-                &segment.entries,
-                file,
-                &name,
-                &segment.encode_options(cpus),
-            )?;
+            pos += compressed::write(layout, file, &name, &segment.encode_options(cpus))?;
         }
         prev = Some(segment.compression);
     }
