@@ -37,7 +37,7 @@ fn run(cmd: &mut Command) {
 }
 
 /// The directory every root holds: busybox, the marker init, the token.
-fn staging(dir: &Path, busybox: &Path, token: &str) -> PathBuf {
+pub(crate) fn staging(dir: &Path, busybox: &Path, token: &str) -> PathBuf {
     let s = dir.join("staging");
     for d in [
         "bin", "sbin", "etc", "proc", "sys", "dev", "run", "tmp", "root",
@@ -67,7 +67,7 @@ fn staging(dir: &Path, busybox: &Path, token: &str) -> PathBuf {
     s
 }
 
-fn token(name: &str) -> String {
+pub(crate) fn token(name: &str) -> String {
     let mut buf = [0u8; 8];
     fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))

@@ -15,6 +15,7 @@ mod architecture;
 mod book_reference;
 mod boot_list;
 mod boot_root;
+mod boot_storage;
 mod cli;
 mod deb_package;
 mod elf_boot;

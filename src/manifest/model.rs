@@ -105,9 +105,17 @@ pub struct SystemdSettings {
     /// they pull in and the programs they run.
     #[serde(default)]
     pub units: Vec<Spanned<String>>,
+    /// Units taken, as `units`, when the root has them (those of
+    /// cryptsetup, lvm2 or mdadm), without a warning when it does not.
+    #[serde(default)]
+    pub units_if_present: Vec<Spanned<String>>,
     /// Generators by name (`systemd-fstab-generator`).
     #[serde(default)]
     pub generators: Vec<Spanned<String>>,
+    /// Generators taken when the root has them, without an error when it
+    /// does not (`systemd-cryptsetup-generator`).
+    #[serde(default)]
+    pub generators_if_present: Vec<Spanned<String>>,
     /// udev rules files by name (`60-persistent-storage.rules`), with the
     /// helpers they run.
     #[serde(default)]

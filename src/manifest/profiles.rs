@@ -22,6 +22,7 @@ const FILES: &[(&str, &str)] = &[
         "init-shell.toml",
         include_str!("../../profiles/init-shell.toml"),
     ),
+    ("storage.toml", include_str!("../../profiles/storage.toml")),
     (
         "init-systemd.toml",
         include_str!("../../profiles/init-systemd.toml"),
@@ -41,6 +42,22 @@ const FILES: &[(&str, &str)] = &[
     (
         "init/composer-timeout-generator",
         include_str!("../../profiles/init/composer-timeout-generator"),
+    ),
+    (
+        "init/lvm.conf",
+        include_str!("../../profiles/init/lvm.conf"),
+    ),
+    (
+        "init/composer-storage-generator",
+        include_str!("../../profiles/init/composer-storage-generator"),
+    ),
+    (
+        "init/composer-cryptsetup@.service",
+        include_str!("../../profiles/init/composer-cryptsetup@.service"),
+    ),
+    (
+        "init/composer-storage",
+        include_str!("../../profiles/init/composer-storage"),
     ),
     (
         "init/emergency-shell.conf",
@@ -108,6 +125,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-init",
             "init/composer-emergency",
             "init/composer-timeout-generator",
+            "init/composer-storage-generator",
         ],
         std::time::UNIX_EPOCH,
     )

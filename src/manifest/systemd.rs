@@ -208,7 +208,9 @@ fn entries(root: &Root, dir: &str) -> Vec<String> {
 #[derive(Default)]
 struct Asked {
     units: Vec<(String, Origin)>,
+    units_if_present: Vec<(String, Origin)>,
     generators: Vec<(String, Origin)>,
+    generators_if_present: Vec<(String, Origin)>,
     rules: Vec<(String, Origin)>,
     rules_if_present: Vec<(String, Origin)>,
 }
@@ -222,7 +224,9 @@ fn asked(loaded: &Loaded) -> Result<Asked> {
         let s = &s.value;
         for (list, into) in [
             (&s.units, &mut a.units),
+            (&s.units_if_present, &mut a.units_if_present),
             (&s.generators, &mut a.generators),
+            (&s.generators_if_present, &mut a.generators_if_present),
             (&s.udev_rules, &mut a.rules),
             (&s.udev_rules_if_present, &mut a.rules_if_present),
         ] {
@@ -273,10 +277,11 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
 
     // Units, breadth first, each once.
     // (unit, origin, chain, needed: one missing is said).
-    let mut queue: VecDeque<(String, Origin, String, bool)> = asked
-        .units
-        .iter()
-        .map(|(u, o)| (u.clone(), o.clone(), format!("[systemd] unit {u}"), true))
+    let needed = asked.units.iter().map(|u| (u, true));
+    let if_present = asked.units_if_present.iter().map(|u| (u, false));
+    let mut queue: VecDeque<(String, Origin, String, bool)> = needed
+        .chain(if_present)
+        .map(|((u, o), needed)| (u.clone(), o.clone(), format!("[systemd] unit {u}"), needed))
         .collect();
     let mut seen: HashSet<String> = HashSet::new();
     let mut taken: HashSet<String> = HashSet::new();
@@ -405,13 +410,16 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         }
     }
 
-    for (name, origin) in &asked.generators {
+    let needed = asked.generators.iter().map(|g| (g, true));
+    let if_present = asked.generators_if_present.iter().map(|g| (g, false));
+    for ((name, origin), needed) in needed.chain(if_present) {
         let inside = GENERATOR_DIRS
             .iter()
             .map(|d| format!("{d}/{name}"))
             .find(|p| root.host_of(Path::new(p), true).is_some_and(|h| h.exists()));
         match inside {
             Some(p) => program(p, false, origin, &mut found),
+            None if !needed => {}
             None => {
                 return Err(Error::at(
                     origin.clone(),

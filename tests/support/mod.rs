@@ -291,6 +291,29 @@ impl AssetLock {
             .unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
         AssetLock(f)
     }
+
+    /// One of `n` locks `<name>-0` ... `<name>-(n-1)`: the first free one, else (after
+    /// polling for a while) the first, waited for.
+    pub fn one_of(name: &str, n: usize) -> AssetLock {
+        let open = |i: usize| {
+            let path = assets_dir().join(format!("{name}-{i}.lock"));
+            File::options()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()))
+        };
+        loop {
+            for i in 0..n {
+                let f = open(i);
+                if f.try_lock().is_ok() {
+                    return AssetLock(f);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 }
 
 #[allow(clippy::incompatible_msrv)]
@@ -627,6 +650,10 @@ pub struct BootOptions {
     /// When the console shows the first string, the second is typed into it (the
     /// serial line is qemu's standard input).
     pub type_when: Option<(String, String)>,
+    /// More prompts and what to type at each, in order after `type_when`: each waits
+    /// for its prompt to show after the previous answer was typed (a passphrase asked
+    /// three times is three entries).
+    pub answers: Vec<(String, String)>,
     /// qemu is stopped as soon as the console shows this.
     pub stop_when: Option<String>,
 }
@@ -639,6 +666,7 @@ impl Default for BootOptions {
             extra_args: Vec::new(),
             timeout: Duration::from_secs(120),
             type_when: None,
+            answers: Vec::new(),
             stop_when: None,
         }
     }
@@ -711,9 +739,9 @@ pub fn qemu_boot(kernel: &DebianKernel, initrd: &Path, timeout: Duration) -> Str
 /// [`qemu_boot`] with more control. Panics if qemu cannot be started.
 pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) -> BootResult {
     let qemu = find_tool("qemu-system-x86_64").expect("qemu-system-x86_64 not found");
-    // One guest at a time: two TCG guests on this many cores slow each other past
-    // their timeouts.
-    let _one_at_a_time = AssetLock::acquire("qemu-boot");
+    // At most two guests at once: TCG runs each on one core, and more slow each
+    // other past their timeouts.
+    let _slot = AssetLock::one_of("qemu-boot", 2);
     let timeout = std::env::var("COMPOSER_QEMU_TIMEOUT")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -743,7 +771,7 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
             "none",
         ])
         .args(&opts.extra_args)
-        .stdin(if opts.type_when.is_some() {
+        .stdin(if opts.type_when.is_some() || !opts.answers.is_empty() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -776,20 +804,24 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
 
     let mut timed_out = false;
     let mut stdin = child.stdin.take();
-    let mut typed = false;
+    // What is still to be typed, and where on the console its prompt may start.
+    let mut answers = opts.type_when.iter().chain(&opts.answers);
+    let mut next = answers.next();
+    let mut from = 0;
     loop {
         if child.try_wait().expect("waiting for qemu").is_some() {
             break;
         }
         let seen = String::from_utf8_lossy(&out_buf.lock().unwrap()).into_owned();
-        if let (Some((when, what)), false) = (&opts.type_when, typed) {
-            if seen.contains(when.as_str()) {
+        if let Some((when, what)) = next {
+            if let Some(at) = seen.get(from..).and_then(|s| s.find(when.as_str())) {
                 if let Some(input) = stdin.as_mut() {
                     std::thread::sleep(Duration::from_millis(500));
                     let _ = std::io::Write::write_all(input, what.as_bytes());
                     let _ = std::io::Write::flush(input);
                 }
-                typed = true;
+                from += at + when.len();
+                next = answers.next();
             }
         }
         if opts

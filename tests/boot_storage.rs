@@ -1,0 +1,726 @@
+//! Encrypted and layered roots, booted with the generic image: LVM over two disks (with
+//! a thin pool), md RAID1 under LVM with metadata 0.90 and 1.2 (and degraded), RAID5,
+//! md RAID1 -> LUKS2 -> LVM (passphrase typed, key file from crypttab, wrong
+//! passphrase), LUKS on each disk -> md RAID1 -> LVM, btrfs raid1, and the command lines
+//! that must not boot, as dracut-ng's storage tests (TEST-20, TEST-26, TEST-12) boot them.
+//!
+//! This host has no device-mapper, so the disks are made inside a guest: a "makeroot"
+//! image that composer builds from `tests/storage/makeroot.toml` (static busybox,
+//! cryptsetup, lvm, mdadm, mke2fs, mkfs.btrfs) formats every disk in one boot. The disks
+//! are kept in the test assets and shared by every boot (qemu opens them with
+//! snapshot=on). Each root's /sbin/init prints a token only that root holds.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::boot_root::{staging, token};
+use crate::support::{self, BootOptions, DebianKernel, Scratch};
+
+/// The passphrase of every LUKS volume (typed on the serial console).
+const PASSPHRASE: &str = "cmp-Storage-Pass-4711";
+
+const MD090_UUID: &str = "1d0c0090:2b3e4f50:61728394:a5b6c7d8";
+const MD12_UUID: &str = "1d0c0012:2b3e4f50:61728394:a5b6c7d8";
+const RAID5_UUID: &str = "1d0c0005:2b3e4f50:61728394:a5b6c7d8";
+const ENC_MD_UUID: &str = "1d0c00e1:2b3e4f50:61728394:a5b6c7d8";
+const LM_MD_UUID: &str = "1d0c00e2:2b3e4f50:61728394:a5b6c7d8";
+const ENC_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e001";
+const LM_A_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e0a1";
+const LM_B_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e0b1";
+const RAID5_FS_UUID: &str = "5a1e0005-0000-4000-8000-000000000005";
+
+/// The disks, in the order the makeroot guest sees them (vda, vdb, ...), with their
+/// sizes in MiB.
+const DISKS: &[(&str, u64)] = &[
+    ("lvm-a", 64),
+    ("lvm-b", 64),
+    ("md090-a", 40),
+    ("md090-b", 40),
+    ("md12-a", 40),
+    ("md12-b", 40),
+    ("raid5-a", 32),
+    ("raid5-b", 32),
+    ("raid5-c", 32),
+    ("enc-a", 64),
+    ("enc-b", 64),
+    ("lm-a", 64),
+    ("lm-b", 64),
+    ("btrfs-a", 128),
+    ("btrfs-b", 128),
+];
+
+/// The roots on the disks, each with its own token.
+const ROOTS: &[&str] = &[
+    "lvm-root", "lvm-thin", "md090", "md12", "raid5", "enc", "lm", "btrfs",
+];
+
+/// The formatting script the makeroot guest runs as its /init.
+fn makeroot_script() -> String {
+    let dev = |name: &str| {
+        let i = DISKS.iter().position(|(n, _)| *n == name).unwrap();
+        format!("/dev/vd{}", (b'a' + i as u8) as char)
+    };
+    let luks = "--type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --batch-mode \
+                --key-file /stage/passfile";
+    format!(
+        r#"#!/usr/bin/busybox sh
+b=/usr/bin/busybox
+$b mkdir -p /proc /sys /dev /run/cryptsetup /run/mdadm /tmp /mnt
+$b mount -t proc proc /proc
+$b mount -t sysfs sysfs /sys
+$b mount -t devtmpfs devtmpfs /dev
+export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
+fail() {{ echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }}
+run() {{ "$@" >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail "$*"; }}; }}
+for m in virtio_pci virtio_blk dm-mod dm-crypt dm-thin-pool raid1 raid456 algif_skcipher algif_hash xts ext4 btrfs; do
+    /usr/sbin/modprobe $m || fail "modprobe $m"
+done
+n=0
+while [ ! -b {last} ] && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
+fs() {{ run /usr/sbin/mke2fs -q -t ext4 -E nodiscard "$@"; }}
+lvm() {{ run /usr/sbin/lvm "$@"; }}
+md() {{ run /usr/sbin/mdadm --create --run --assume-clean --homehost=any "$@"; }}
+
+echo "makeroot: LVM over two disks, with a thin pool"
+lvm pvcreate -y {lvm_a} {lvm_b}
+lvm vgcreate cmplvm {lvm_a} {lvm_b}
+lvm lvcreate -y -Zn -L 72M -n root cmplvm
+lvm lvcreate -y -Zn -L 12M -T cmplvm/pool
+lvm lvcreate -y -V 32M -T cmplvm/pool -n thin
+fs -d /stage/lvm-root /dev/cmplvm/root
+fs -d /stage/lvm-thin /dev/cmplvm/thin
+lvm vgchange -an cmplvm
+
+echo "makeroot: md RAID1 (0.90) -> LVM"
+md /dev/md0 --metadata=0.90 --level=1 --raid-devices=2 --uuid={md090} {md090_a} {md090_b}
+lvm pvcreate -y /dev/md0
+lvm vgcreate cmpmd090 /dev/md0
+lvm lvcreate -y -Zn -L 24M -n root cmpmd090
+fs -d /stage/md090 /dev/cmpmd090/root
+lvm vgchange -an cmpmd090
+run /usr/sbin/mdadm --stop /dev/md0
+
+echo "makeroot: md RAID1 (1.2) -> LVM"
+md /dev/md1 --metadata=1.2 --name=md12 --level=1 --raid-devices=2 --uuid={md12} {md12_a} {md12_b}
+lvm pvcreate -y /dev/md1
+lvm vgcreate cmpmd12 /dev/md1
+lvm lvcreate -y -Zn -L 24M -n root cmpmd12
+fs -d /stage/md12 /dev/cmpmd12/root
+lvm vgchange -an cmpmd12
+run /usr/sbin/mdadm --stop /dev/md1
+
+echo "makeroot: md RAID5 over three disks -> ext4"
+md /dev/md2 --metadata=1.2 --name=raid5 --level=5 --raid-devices=3 --uuid={raid5} {r5_a} {r5_b} {r5_c}
+fs -d /stage/raid5 -U {raid5_fs} -L cmp-raid5 /dev/md2
+run /usr/sbin/mdadm --stop /dev/md2
+
+echo "makeroot: md RAID1 -> LUKS2 -> LVM"
+md /dev/md3 --metadata=1.2 --name=enc --level=1 --raid-devices=2 --uuid={enc_md} {enc_a} {enc_b}
+run /usr/sbin/cryptsetup luksFormat {luks} --uuid {enc_luks} /dev/md3
+run /usr/sbin/cryptsetup luksAddKey --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --batch-mode --key-file /stage/passfile /dev/md3 /stage/keyfile
+run /usr/sbin/cryptsetup open --key-file /stage/passfile /dev/md3 enc
+lvm pvcreate -y /dev/mapper/enc
+lvm vgcreate cmpenc /dev/mapper/enc
+lvm lvcreate -y -Zn -L 40M -n root cmpenc
+fs -d /stage/enc /dev/cmpenc/root
+lvm vgchange -an cmpenc
+run /usr/sbin/cryptsetup close enc
+run /usr/sbin/mdadm --stop /dev/md3
+
+echo "makeroot: LUKS2 on each disk -> md RAID1 -> LVM"
+run /usr/sbin/cryptsetup luksFormat {luks} --uuid {lm_a_luks} {lm_a}
+run /usr/sbin/cryptsetup luksFormat {luks} --uuid {lm_b_luks} {lm_b}
+run /usr/sbin/cryptsetup open --key-file /stage/passfile {lm_a} lma
+run /usr/sbin/cryptsetup open --key-file /stage/passfile {lm_b} lmb
+md /dev/md4 --metadata=1.2 --name=lm --level=1 --raid-devices=2 --uuid={lm_md} /dev/mapper/lma /dev/mapper/lmb
+lvm pvcreate -y /dev/md4
+lvm vgcreate cmplm /dev/md4
+lvm lvcreate -y -Zn -L 32M -n root cmplm
+fs -d /stage/lm /dev/cmplm/root
+lvm vgchange -an cmplm
+run /usr/sbin/mdadm --stop /dev/md4
+run /usr/sbin/cryptsetup close lma
+run /usr/sbin/cryptsetup close lmb
+
+echo "makeroot: btrfs raid1 over two disks"
+run /usr/sbin/mkfs.btrfs -q -f -L cmp-btrfs-raid1 -d raid1 -m raid1 {btrfs_a} {btrfs_b}
+run $b mount -t btrfs {btrfs_a} /mnt
+run $b cp -a /stage/btrfs/. /mnt/
+run $b umount /mnt
+
+$b sync
+echo MAKEROOT-OK
+$b poweroff -f
+"#,
+        last = dev(DISKS[DISKS.len() - 1].0),
+        lvm_a = dev("lvm-a"),
+        lvm_b = dev("lvm-b"),
+        md090 = MD090_UUID,
+        md090_a = dev("md090-a"),
+        md090_b = dev("md090-b"),
+        md12 = MD12_UUID,
+        md12_a = dev("md12-a"),
+        md12_b = dev("md12-b"),
+        raid5 = RAID5_UUID,
+        raid5_fs = RAID5_FS_UUID,
+        r5_a = dev("raid5-a"),
+        r5_b = dev("raid5-b"),
+        r5_c = dev("raid5-c"),
+        enc_md = ENC_MD_UUID,
+        enc_luks = ENC_LUKS_UUID,
+        enc_a = dev("enc-a"),
+        enc_b = dev("enc-b"),
+        lm_md = LM_MD_UUID,
+        lm_a_luks = LM_A_LUKS_UUID,
+        lm_b_luks = LM_B_LUKS_UUID,
+        lm_a = dev("lm-a"),
+        lm_b = dev("lm-b"),
+        btrfs_a = dev("btrfs-a"),
+        btrfs_b = dev("btrfs-b"),
+    )
+}
+
+/// The disks, made once; the tokens of their roots; the key file of the encrypted one.
+pub(crate) struct Disks {
+    dir: PathBuf,
+    tokens: BTreeMap<String, String>,
+}
+
+impl Disks {
+    fn disk(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.img"))
+    }
+
+    fn token(&self, root: &str) -> &str {
+        &self.tokens[root]
+    }
+
+    fn keyfile(&self) -> PathBuf {
+        self.dir.join("keyfile")
+    }
+
+    /// qemu's arguments for these disks on virtio-blk, snapshot=on.
+    fn attach(&self, names: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut args = Vec::new();
+        for n in names {
+            args.push("-drive".into());
+            args.push(
+                format!(
+                    "file={},format=raw,snapshot=on,if=virtio",
+                    self.disk(n).display()
+                )
+                .into(),
+            );
+        }
+        args
+    }
+}
+
+/// The storage tools the makeroot guest runs, or a skip naming the missing one.
+fn require_storage_tools() -> bool {
+    [
+        ("cryptsetup", "cryptsetup-bin"),
+        ("lvm", "lvm2"),
+        ("mdadm", "mdadm"),
+        ("thin_check", "thin-provisioning-tools"),
+        ("mkfs.btrfs", "btrfs-progs"),
+        ("mke2fs", "e2fsprogs"),
+        ("btrfs", "btrfs-progs"),
+    ]
+    .iter()
+    .all(|(tool, pkg)| support::require_tool(tool, pkg).is_some())
+}
+
+/// Makes every disk in one boot of the makeroot guest (cached in the test assets).
+pub(crate) fn disks(kernel: &DebianKernel, busybox: &Path) -> Option<Disks> {
+    if !require_storage_tools() {
+        return None;
+    }
+    let dir = support::cached_asset("storage-disks-v1", |tmp| {
+        fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
+        make_disks(tmp, kernel, busybox)
+    })?;
+    let mut tokens = BTreeMap::new();
+    for l in fs::read_to_string(dir.join("tokens")).unwrap().lines() {
+        let (root, t) = l.split_once(' ').unwrap();
+        tokens.insert(root.to_string(), t.to_string());
+    }
+    assert_eq!(
+        tokens.len(),
+        ROOTS.len(),
+        "{}: a token per root",
+        dir.display()
+    );
+    Some(Disks { dir, tokens })
+}
+
+fn make_disks(dir: &Path, kernel: &DebianKernel, busybox: &Path) -> Result<(), String> {
+    let work = dir.join("work");
+    let stage = work.join("stage");
+    fs::create_dir_all(&stage).map_err(|e| e.to_string())?;
+    let mut tokens = String::new();
+    for root in ROOTS {
+        let t = token(root);
+        let s = staging(&work.join(root), busybox, &t);
+        fs::rename(&s, stage.join(root)).map_err(|e| e.to_string())?;
+        tokens.push_str(&format!("{root} {t}\n"));
+    }
+    fs::write(stage.join("passfile"), PASSPHRASE).map_err(|e| e.to_string())?;
+    let mut key = vec![0u8; 64];
+    std::io::Read::read_exact(
+        &mut fs::File::open("/dev/urandom").map_err(|e| e.to_string())?,
+        &mut key,
+    )
+    .map_err(|e| e.to_string())?;
+    fs::write(stage.join("keyfile"), &key).map_err(|e| e.to_string())?;
+    fs::write(dir.join("keyfile"), &key).map_err(|e| e.to_string())?;
+    let script = work.join("makeroot.sh");
+    fs::write(&script, makeroot_script()).map_err(|e| e.to_string())?;
+
+    let image = work.join("makeroot.img");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/makeroot.toml");
+    support::try_run(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&manifest)
+            .arg("--set")
+            .arg(format!("script={}", script.display()))
+            .arg("--set")
+            .arg(format!("stage={}", stage.display()))
+            .arg("-o")
+            .arg(&image),
+    )?;
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    for (name, mib) in DISKS {
+        let disk = dir.join(format!("{name}.img"));
+        fs::File::create(&disk)
+            .and_then(|f| f.set_len(mib << 20))
+            .map_err(|e| e.to_string())?;
+        args.push("-drive".into());
+        args.push(format!("file={},format=raw,if=virtio", disk.display()).into());
+    }
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_args: args,
+        timeout: Duration::from_secs(900),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(kernel, &image, &opts);
+    eprintln!(
+        "--- makeroot ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    if !r.console.lines().any(|l| l.trim() == "MAKEROOT-OK") {
+        // The guest's failure is the test's: strict or not, say it loudly.
+        panic!("the makeroot guest did not make the disks (its console is above)");
+    }
+    fs::write(dir.join("tokens"), tokens).map_err(|e| e.to_string())?;
+    fs::remove_dir_all(&work).map_err(|e| e.to_string())
+}
+
+/// The generic image with `init` and Debian's modules, plus `extra` manifest text.
+fn image(dir: &Path, kernel: &DebianKernel, init: &str, extra: &str) -> PathBuf {
+    let m = dir.join(format!("storage-{init}.toml"));
+    fs::write(
+        &m,
+        format!("include = [\"generic\"]\ninit = \"{init}\"\n{extra}"),
+    )
+    .unwrap();
+    let out = dir.join(format!("storage-{init}.img"));
+    support::run_ok(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&m)
+            .arg("-o")
+            .arg(&out),
+    );
+    out
+}
+
+/// One boot of a layered root.
+struct Case<'a> {
+    what: &'a str,
+    disks: &'a [&'a str],
+    append: String,
+    /// Prompts and what to type at each.
+    answers: Vec<(String, String)>,
+    /// The root whose token must show, or None for a boot that must not reach a root.
+    root: Option<&'a str>,
+    /// Lines the console must show.
+    expect: Vec<String>,
+}
+
+fn extra_append(init: &str) -> &'static str {
+    match init {
+        "systemd" => "systemd.show_status=1 systemd.default_timeout_start_sec=120",
+        _ => "",
+    }
+}
+
+/// Boots each case with `image`; returns what went wrong, case by case.
+fn boot_cases(
+    kernel: &DebianKernel,
+    image: &Path,
+    init: &str,
+    disks: &Disks,
+    cases: &[Case],
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for c in cases {
+        let negative = c.root.is_none();
+        let opts = BootOptions {
+            memory_mib: 1024,
+            extra_append: format!("{} {}", c.append, extra_append(init)),
+            extra_args: disks.attach(c.disks),
+            timeout: Duration::from_secs(if init == "systemd" { 600 } else { 300 }),
+            answers: c.answers.clone(),
+            // A negative case ends when the emergency shell answers.
+            type_when: negative.then(|| {
+                (
+                    emergency_marker(init).to_string(),
+                    "echo SHELL-ALIVE-$((6*7))\n".to_string(),
+                )
+            }),
+            stop_when: negative.then(|| "SHELL-ALIVE-42".to_string()),
+        };
+        let r = support::qemu_boot_with(kernel, image, &opts);
+        eprintln!(
+            "--- {init}: {} ({:.1} s) ---\n{}",
+            c.what,
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        let mut problems = Vec::new();
+        match c.root {
+            Some(root) => {
+                let want = format!("COMPOSER-ROOT-OK {} ", disks.token(root));
+                if !r.console.lines().any(|l| l.contains(&want)) {
+                    problems.push(format!("no `{want}`"));
+                }
+            }
+            None => {
+                for t in disks.tokens.values() {
+                    if r.console.contains(t.as_str()) {
+                        problems.push(format!("reached a root ({t})"));
+                    }
+                }
+                if !r.console.contains("SHELL-ALIVE-42") {
+                    problems.push("no emergency shell answered".into());
+                }
+            }
+        }
+        for e in &c.expect {
+            if !r.console.contains(e.as_str()) {
+                problems.push(format!("no `{e}` on the console"));
+            }
+        }
+        if r.console.contains(PASSPHRASE) {
+            problems.push("the passphrase shows on the console".into());
+        }
+        if !problems.is_empty() {
+            failed.push(format!("{}: {}", c.what, problems.join(", ")));
+        }
+    }
+    failed
+}
+
+fn emergency_marker(init: &str) -> &'static str {
+    match init {
+        "systemd" => "composer: emergency mode",
+        _ => "starting an emergency shell",
+    }
+}
+
+fn case<'a>(what: &'a str, disks: &'a [&'a str], append: &str, root: Option<&'a str>) -> Case<'a> {
+    Case {
+        what,
+        disks,
+        append: append.to_string(),
+        answers: Vec::new(),
+        root,
+        expect: Vec::new(),
+    }
+}
+
+/// The passphrase typed at each of `n` prompts.
+fn passphrase(init: &str, n: usize) -> Vec<(String, String)> {
+    let prompt = match init {
+        "systemd" => "Please enter passphrase",
+        _ => "Enter passphrase for",
+    };
+    (0..n)
+        .map(|_| (prompt.to_string(), format!("{PASSPHRASE}\n")))
+        .collect()
+}
+
+fn storage_env() -> Option<(DebianKernel, Disks)> {
+    let (_, kernel, busybox) = support::require_boot_env()?;
+    if !support::require_root() {
+        return None;
+    }
+    let disks = disks(&kernel, &busybox)?;
+    Some((kernel, disks))
+}
+
+fn run_cases(init: &str, extra: &str, cases: Vec<Case>) {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let dir = Scratch::new(&format!("storage-{init}"));
+    let image = image(&dir, &kernel, init, extra);
+    let failed = boot_cases(&kernel, &image, init, &disks, &cases);
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}
+
+const LVM: &[&str] = &["lvm-a", "lvm-b"];
+const MD090: &[&str] = &["md090-a", "md090-b"];
+const MD12: &[&str] = &["md12-a", "md12-b"];
+const MD12_HALF: &[&str] = &["md12-b"];
+const RAID5: &[&str] = &["raid5-a", "raid5-b", "raid5-c"];
+const ENC: &[&str] = &["enc-a", "enc-b"];
+const LM: &[&str] = &["lm-a", "lm-b"];
+const BTRFS: &[&str] = &["btrfs-a", "btrfs-b"];
+
+/// LVM over two disks, a thin root, md RAID1 under LVM (both metadata versions, and
+/// degraded), RAID5 and btrfs raid1: no passphrase.
+fn unencrypted(init: &str) {
+    let t = "rd.timeout=60";
+    run_cases(
+        init,
+        "",
+        vec![
+            case(
+                "LVM over two disks, rd.auto",
+                LVM,
+                &format!("root=/dev/cmplvm/root rd.auto {t}"),
+                Some("lvm-root"),
+            ),
+            case(
+                "LVM over two disks, rd.lvm.vg",
+                LVM,
+                &format!("root=/dev/cmplvm/root rd.lvm.vg=cmplvm {t}"),
+                Some("lvm-root"),
+            ),
+            case(
+                "a thin LV in a thin pool, rd.lvm.lv",
+                LVM,
+                &format!("root=/dev/cmplvm/thin rd.lvm.lv=cmplvm/thin {t}"),
+                Some("lvm-thin"),
+            ),
+            case(
+                "md RAID1 (0.90) -> LVM",
+                MD090,
+                &format!("root=/dev/cmpmd090/root rd.auto {t}"),
+                Some("md090"),
+            ),
+            case(
+                "md RAID1 (1.2) -> LVM, rd.md.uuid",
+                MD12,
+                &format!("root=/dev/cmpmd12/root rd.md.uuid={MD12_UUID} {t}"),
+                Some("md12"),
+            ),
+            case(
+                "md RAID1 (1.2) -> LVM with one disk missing (degraded)",
+                MD12_HALF,
+                &format!("root=/dev/cmpmd12/root rd.retry=15 {t}"),
+                Some("md12"),
+            ),
+            case(
+                "md RAID5 over three disks",
+                RAID5,
+                &format!("root=UUID={RAID5_FS_UUID} {t}"),
+                Some("raid5"),
+            ),
+            case(
+                "btrfs raid1 over two disks",
+                BTRFS,
+                &format!("root=LABEL=cmp-btrfs-raid1 {t}"),
+                Some("btrfs"),
+            ),
+        ],
+    );
+}
+
+/// md RAID1 -> LUKS2 -> LVM with the passphrase typed, and LUKS on each of two disks ->
+/// md RAID1 -> LVM with one rd.luks.uuid= each (dracut-ng's TEST-26).
+fn encrypted(init: &str) {
+    let t = "rd.timeout=90";
+    let mut typed = case(
+        "md RAID1 -> LUKS2 -> LVM, passphrase typed",
+        ENC,
+        &format!("root=/dev/cmpenc/root rd.luks.uuid=luks-{ENC_LUKS_UUID} rd.lvm.vg=cmpenc {t}"),
+        Some("enc"),
+    );
+    typed.answers = passphrase(init, 1);
+    let mut two = case(
+        "LUKS2 on each disk -> md RAID1 -> LVM",
+        LM,
+        &format!(
+            "root=/dev/cmplm/root rd.luks.uuid={LM_A_LUKS_UUID} rd.luks.uuid={LM_B_LUKS_UUID} \
+             rd.md.uuid={LM_MD_UUID} rd.lvm.vg=cmplm {t}"
+        ),
+        Some("lm"),
+    );
+    two.answers = passphrase(init, 2);
+    run_cases(init, "", vec![typed, two]);
+}
+
+/// Three wrong passphrases end in the emergency shell, which names the device.
+fn wrong_passphrase(init: &str) {
+    let mut c = case(
+        "three wrong passphrases",
+        ENC,
+        &format!("root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.shell rd.timeout=60"),
+        None,
+    );
+    let prompt = match init {
+        "systemd" => "Please enter passphrase",
+        _ => "Enter passphrase for",
+    };
+    c.answers = (0..3)
+        .map(|i| (prompt.to_string(), format!("not-the-passphrase-{i}\n")))
+        .collect();
+    c.expect = vec![ENC_LUKS_UUID.to_string()];
+    run_cases(init, "", vec![c]);
+}
+
+/// What must not boot: each names what it looked for, in the emergency shell.
+fn must_not_boot(init: &str) {
+    let t = "rd.shell rd.timeout=15";
+    let mut cases = vec![
+        case(
+            "rd.luks.uuid=failme",
+            ENC,
+            &format!("root=/dev/cmpenc/root rd.luks.uuid=failme {t}"),
+            None,
+        ),
+        case(
+            "rd.md.uuid=failme",
+            MD12,
+            &format!("root=/dev/cmpmd12/root rd.md.uuid=failme {t}"),
+            None,
+        ),
+        case(
+            "rd.lvm=0",
+            LVM,
+            &format!("root=/dev/cmplvm/root rd.lvm=0 rd.auto {t}"),
+            None,
+        ),
+        case(
+            "rd.lvm.vg=failme",
+            LVM,
+            &format!("root=/dev/cmplvm/root rd.lvm.vg=failme {t}"),
+            None,
+        ),
+        case(
+            "rd.lvm.lv=cmplvm/failme",
+            LVM,
+            &format!("root=/dev/cmplvm/root rd.lvm.lv=cmplvm/failme {t}"),
+            None,
+        ),
+    ];
+    for c in &mut cases {
+        c.expect = vec![format!("looked for {}", c.what)];
+    }
+    run_cases(init, "", cases);
+}
+
+/// A key file named in the image's crypttab opens the volume with no prompt; the image
+/// that holds it is mode 0600, and neither the image nor the console holds the
+/// passphrase.
+fn keyfile_from_crypttab(init: &str) {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    let dir = Scratch::new(&format!("storage-key-{init}"));
+    let crypttab = dir.join("crypttab");
+    fs::write(
+        &crypttab,
+        format!("cmpenc-crypt UUID={ENC_LUKS_UUID} /etc/keys/cmpenc.key luks\n"),
+    )
+    .unwrap();
+    let extra = format!(
+        "[[file]]\nsrc = {}\ndst = \"/etc/crypttab\"\nmode = \"0644\"\n\n\
+         [[file]]\nsrc = {}\ndst = \"/etc/keys/cmpenc.key\"\nmode = \"0400\"\n",
+        support::toml_str(&crypttab.to_string_lossy()),
+        support::toml_str(&disks.keyfile().to_string_lossy()),
+    );
+    let image = image(&dir, &kernel, init, &extra);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(&image).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "an image holding a key is not 0600: {mode:o}");
+    let bytes = fs::read(&image).unwrap();
+    assert!(
+        !bytes
+            .windows(PASSPHRASE.len())
+            .any(|w| w == PASSPHRASE.as_bytes()),
+        "the image holds the passphrase"
+    );
+    let failed = boot_cases(
+        &kernel,
+        &image,
+        init,
+        &disks,
+        &[case(
+            "md RAID1 -> LUKS2 -> LVM, key file from crypttab",
+            ENC,
+            "root=/dev/cmpenc/root rd.timeout=90",
+            Some("enc"),
+        )],
+    );
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}
+
+#[test]
+fn shell_init_boots_lvm_md_raid_and_btrfs_roots() {
+    unencrypted("shell");
+}
+
+#[test]
+fn shell_init_unlocks_luks_under_and_over_md_raid() {
+    encrypted("shell");
+}
+
+#[test]
+fn shell_init_names_the_device_after_three_wrong_passphrases() {
+    wrong_passphrase("shell");
+}
+
+#[test]
+fn shell_init_does_not_boot_what_the_command_line_rules_out() {
+    must_not_boot("shell");
+}
+
+#[test]
+fn shell_init_opens_luks_with_a_key_file_from_crypttab() {
+    keyfile_from_crypttab("shell");
+}
+
+#[test]
+fn systemd_boots_lvm_md_raid_and_btrfs_roots() {
+    unencrypted("systemd");
+}
+
+#[test]
+fn systemd_unlocks_luks_under_and_over_md_raid() {
+    encrypted("systemd");
+}
+
+#[test]
+fn systemd_names_the_device_after_three_wrong_passphrases() {
+    wrong_passphrase("systemd");
+}
+
+#[test]
+fn systemd_does_not_boot_what_the_command_line_rules_out() {
+    must_not_boot("systemd");
+}
+
+#[test]
+fn systemd_opens_luks_with_a_key_file_from_crypttab() {
+    keyfile_from_crypttab("systemd");
+}
