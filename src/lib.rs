@@ -29,6 +29,7 @@ pub mod policy;
 pub mod progress;
 pub mod resolve;
 pub mod spec;
+pub mod stack;
 pub mod suggest;
 pub mod why;
 pub mod write;

@@ -354,23 +354,65 @@ pub(super) fn add_all(
             }
             What::RootFs => {
                 let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-                let stack = host::root_stack(Path::new("/sys"), &mountinfo).map_err(|e| {
+                let sources = crate::stack::Sources {
+                    sys: Path::new("/sys"),
+                    dev: Some(Path::new("/dev")),
+                    mountinfo: &mountinfo,
+                    crypttab: "",
+                };
+                let stack = crate::stack::read(&sources, &["/", "/usr"]).map_err(|e| {
                     Error::at(
                         r.origin.clone(),
                         format!("rootfs mode cannot follow the root filesystem down to its devices: {e}"),
                     )
                     .with_hint("rootfs mode reads /proc/self/mountinfo and /sys of the running machine")
                 })?;
+                for note in &stack.notes {
+                    warnings.push(Warning {
+                        origin: Some(r.origin.clone()),
+                        message: format!("rootfs mode: {note}"),
+                        details: Vec::new(),
+                    });
+                }
+                // Each layer: a disk's drivers by its devices' modaliases,
+                // the modules the layer itself needs by name.
+                for need in crate::stack::needs(&stack) {
+                    if let crate::stack::Kind::Disk(d) = &stack.layers[need.layer].kind {
+                        let devices = d
+                            .devices
+                            .iter()
+                            .map(|b| host::HostDevice {
+                                path: b.path.clone(),
+                                modalias: b.modalias.clone(),
+                            })
+                            .collect();
+                        let scan = host::HostScan {
+                            devices,
+                            loaded: Vec::new(),
+                            proc_modules: true,
+                        };
+                        let disk = Request {
+                            label: format!("{}: {}", request.label, need.reason),
+                            ..request
+                        };
+                        sel.add_host(&scan, &disk);
+                    }
+                    for name in &need.modules {
+                        let head = format!("{}: {} ~ {name}", request.label, need.reason);
+                        sel.add_query_head(name, &head, &request);
+                    }
+                }
+                // Keyboards, for an emergency shell.
                 let scan = host::HostScan {
-                    devices: stack.devices.clone(),
+                    devices: host::keyboards(Path::new("/sys")),
                     loaded: Vec::new(),
                     proc_modules: true,
                 };
-                sel.add_host(&scan, &request);
-                for (name, why) in &stack.names {
-                    let head = format!("{}: {why} ~ {name}", request.label);
-                    sel.add_query_head(name, &head, &request);
-                }
+                let keyboard = Request {
+                    label: format!("{}: keyboard", request.label),
+                    ..request
+                };
+                sel.add_host(&scan, &keyboard);
             }
         }
     }

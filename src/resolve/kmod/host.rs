@@ -81,35 +81,6 @@ pub fn scan(sys_devices: &Path, proc_modules: &Path) -> std::io::Result<HostScan
     })
 }
 
-/// What the running machine needs to reach its root filesystem.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RootStack {
-    /// The root's `major:minor` and filesystem type, from mountinfo.
-    pub device: String,
-    pub fstype: String,
-    /// The block devices on the way (the root's, its disk, slaves), in sysfs.
-    pub blocks: Vec<PathBuf>,
-    /// Every device with a modalias from those block devices up to the
-    /// bus, and the machine's keyboards and their controllers.
-    pub devices: Vec<HostDevice>,
-    /// Module names the stack needs whatever devices say: `fs-TYPE`, and
-    /// device-mapper and md targets (`dm-crypt`, `raid1`), with why.
-    pub names: Vec<(String, String)>,
-}
-
-/// The root filesystem's `major:minor` and type in a mountinfo text (the
-/// last mount on `/`).
-pub fn root_of(mountinfo: &str) -> Option<(String, String)> {
-    mountinfo.lines().rev().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        let f: Vec<&str> = left.split_whitespace().collect();
-        (f.get(4) == Some(&"/")).then(|| {
-            let fstype = right.split_whitespace().next().unwrap_or("").to_string();
-            (f.get(2).copied().unwrap_or("").to_string(), fstype)
-        })
-    })
-}
-
 /// Devices with a modalias from `dir` up to `top` (not above it).
 fn ancestors(
     dir: &Path,
@@ -135,77 +106,12 @@ fn ancestors(
     }
 }
 
-/// The root's stack, read from `sys` (normally `/sys`) and a mountinfo
-/// text (normally `/proc/self/mountinfo`).
-pub fn root_stack(sys: &Path, mountinfo: &str) -> std::io::Result<RootStack> {
-    let bad = |m: String| std::io::Error::new(std::io::ErrorKind::NotFound, m);
-    let (device, fstype) =
-        root_of(mountinfo).ok_or_else(|| bad("no mount on / in mountinfo".into()))?;
-    let mut stack = RootStack {
-        names: vec![(format!("fs-{fstype}"), format!("root filesystem {fstype}"))],
-        device: device.clone(),
-        fstype,
-        ..RootStack::default()
-    };
+/// The machine's keyboards and the devices with a modalias they hang off,
+/// from `sys` (normally `/sys`): what an emergency shell needs to be typed in.
+pub fn keyboards(sys: &Path) -> Vec<HostDevice> {
     let top = sys.join("devices");
+    let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let mut todo = vec![std::fs::canonicalize(sys.join("dev/block").join(&device))
-        .map_err(|e| bad(format!("the root's block device {device} in sysfs: {e}")))?];
-    let mut visited = std::collections::HashSet::new();
-    while let Some(b) = todo.pop() {
-        if !visited.insert(b.clone()) || visited.len() > 256 {
-            continue;
-        }
-        stack.blocks.push(b.clone());
-        ancestors(&b, &top, &mut stack.devices, &mut seen);
-        let name = b
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-            .to_string();
-        // A partition's slaves are its disk's: look at both.
-        for dir in [
-            b.clone(),
-            b.parent().map(Path::to_path_buf).unwrap_or_default(),
-        ] {
-            if let Ok(rd) = std::fs::read_dir(dir.join("slaves")) {
-                for e in rd.flatten() {
-                    if let Ok(p) = std::fs::canonicalize(e.path()) {
-                        todo.push(p);
-                    }
-                }
-            }
-        }
-        if let Ok(uuid) = std::fs::read_to_string(b.join("dm/uuid")) {
-            let target = match uuid.split('-').next().unwrap_or("") {
-                "CRYPT" => Some("dm-crypt"),
-                "mpath" => Some("dm-multipath"),
-                "LVM" | "part" => Some("dm-mod"),
-                _ => Some("dm-mod"),
-            };
-            if let Some(t) = target {
-                stack
-                    .names
-                    .push((t.to_string(), format!("device-mapper device {name}")));
-            }
-        }
-        if let Ok(level) = std::fs::read_to_string(b.join("md/level")) {
-            let level = level.trim();
-            let module = match level {
-                "raid4" | "raid5" | "raid6" => "raid456".to_string(),
-                l => l.to_string(),
-            };
-            stack
-                .names
-                .push((module, format!("md array {name} ({level})")));
-        }
-        if name.starts_with("loop") {
-            stack
-                .names
-                .push(("loop".into(), format!("loop device {name}")));
-        }
-    }
-    // Keyboards (and what they hang off) for an emergency shell.
     if let Ok(rd) = std::fs::read_dir(sys.join("class/input")) {
         let mut inputs: Vec<PathBuf> = rd
             .flatten()
@@ -214,30 +120,22 @@ pub fn root_stack(sys: &Path, mountinfo: &str) -> std::io::Result<RootStack> {
             .collect();
         inputs.sort();
         for i in inputs {
+            // EV_KEY and EV_REP: a keyboard.
             let keyboard = std::fs::read_to_string(i.join("capabilities/ev"))
                 .ok()
                 .and_then(|ev| u64::from_str_radix(ev.trim(), 16).ok())
                 .is_some_and(|ev| ev & 0x2 != 0 && ev & 0x100000 != 0);
             if keyboard {
-                ancestors(&i, &top, &mut stack.devices, &mut seen);
+                ancestors(&i, &top, &mut out, &mut seen);
             }
         }
     }
-    Ok(stack)
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_root_mount_of_mountinfo() {
-        let m = "22 1 8:2 / / rw,relatime shared:1 - ext4 /dev/sda2 rw\n\
-                 23 22 0:21 / /proc rw - proc proc rw\n\
-                 30 22 254:1 / / rw - xfs /dev/mapper/root rw\n";
-        assert_eq!(root_of(m), Some(("254:1".into(), "xfs".into())));
-        assert_eq!(root_of("23 22 0:21 / /proc rw - proc proc rw\n"), None);
-    }
 
     #[test]
     fn finds_modaliases_once() {
@@ -277,5 +175,51 @@ mod tests {
                 .unwrap()
                 .proc_modules
         );
+    }
+
+    #[test]
+    fn keyboards_and_what_they_hang_off() {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path();
+        let usb = sys.join("devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0");
+        for (dir, ev, alias) in [
+            (
+                "input/input3",
+                "120013",
+                "usb:v046Dp4016d0101dc00dsc00dp00ic03isc01ip01in00",
+            ),
+            (
+                "input/input4",
+                "7",
+                "usb:v046Dp4017d0101dc00dsc00dp00ic03isc01ip02in00",
+            ),
+        ] {
+            let i = usb.join(dir);
+            std::fs::create_dir_all(i.join("capabilities")).unwrap();
+            std::fs::write(i.join("capabilities/ev"), format!("{ev}\n")).unwrap();
+            std::fs::write(i.join("modalias"), "input:b0003v046D\n").unwrap();
+            std::fs::write(usb.join("modalias"), format!("{alias}\n")).unwrap();
+            std::fs::create_dir_all(sys.join("class/input")).unwrap();
+            let name = dir.rsplit('/').next().unwrap();
+            std::os::unix::fs::symlink(&i, sys.join("class/input").join(name)).unwrap();
+        }
+        std::fs::write(
+            sys.join("devices/pci0000:00/0000:00:14.0/modalias"),
+            "pci:v00008086d0000A36Dsv00001028sd0000085Cbc0Csc03i30\n",
+        )
+        .unwrap();
+        // input3 has EV_KEY and EV_REP (a keyboard); input4 (a mouse) does not.
+        let k = keyboards(sys);
+        let aliases: Vec<&str> = k.iter().map(|h| h.modalias.as_str()).collect();
+        assert_eq!(
+            aliases,
+            [
+                "input:b0003v046D",
+                "usb:v046Dp4017d0101dc00dsc00dp00ic03isc01ip02in00",
+                "pci:v00008086d0000A36Dsv00001028sd0000085Cbc0Csc03i30"
+            ]
+        );
+        assert_eq!(k[0].path, usb.join("input/input3"));
+        assert!(keyboards(&sys.join("absent")).is_empty());
     }
 }

@@ -1,0 +1,142 @@
+//! What each layer needs in the image: kernel modules (as modprobe names
+//! or aliases), programs, and a reason naming the layer.
+
+use super::model::{CryptKind, Kind, LayerId, LvKind, Stack};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Need {
+    pub layer: LayerId,
+    /// Module names or aliases for modprobe (`fs-ext4`, `dm-crypt`, `raid1`).
+    /// A disk's drivers come from its devices' modaliases instead.
+    pub modules: Vec<String>,
+    /// Programs the init needs to bring the layer up (`cryptsetup`, `lvm`).
+    pub programs: Vec<String>,
+    /// The layer and what sits on it:
+    /// `md array md0 (raid1, 1.2) under LUKS luks-...`.
+    pub reason: String,
+}
+
+/// A layer in a few words.
+pub fn describe(stack: &Stack, id: LayerId) -> String {
+    let l = &stack.layers[id];
+    match &l.kind {
+        Kind::Filesystem(f) => {
+            let what = if f.mountpoint == "/" {
+                "root filesystem".to_string()
+            } else {
+                format!("{} filesystem", f.mountpoint)
+            };
+            format!("{what} {}", f.fstype)
+        }
+        Kind::Lvm(v) => {
+            let kind = match &v.kind {
+                LvKind::Linear => String::new(),
+                LvKind::Thin => " (thin)".into(),
+                LvKind::ThinPool => " (thin pool)".into(),
+                LvKind::ThinPoolData => " (thin pool data)".into(),
+                LvKind::ThinPoolMeta => " (thin pool metadata)".into(),
+                LvKind::Raid => " (raid)".into(),
+                LvKind::Snapshot => " (snapshot)".into(),
+                LvKind::SnapshotOrigin => " (snapshot origin)".into(),
+                LvKind::SnapshotCow => " (snapshot store)".into(),
+                LvKind::Other(s) => format!(" ({s})"),
+            };
+            format!("LVM volume {}/{}{kind}", v.vg, v.lv)
+        }
+        Kind::Crypt(c) => match &c.kind {
+            CryptKind::Luks1 | CryptKind::Luks2 => format!("LUKS {}", c.name),
+            CryptKind::Plain => format!("plain dm-crypt {}", c.name),
+            CryptKind::Other(t) => format!("dm-crypt {} ({t})", c.name),
+        },
+        Kind::Md(m) => format!("md array {} ({}, {})", m.name, m.level, m.metadata),
+        Kind::Partition(p) => format!("partition {}", p.name),
+        Kind::Disk(d) => format!("disk {}", d.name),
+        Kind::Loop(l) => match &l.backing_file {
+            Some(f) => format!("loop device {} ({f})", l.name),
+            None => format!("loop device {}", l.name),
+        },
+        Kind::Multipath(m) => format!("multipath map {}", m.name),
+        Kind::Mapper(m) => format!("device-mapper device {}", m.name),
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The md personality module of a level.
+fn md_module(level: &str) -> Option<&'static str> {
+    Some(match level {
+        "raid0" => "raid0",
+        "raid1" => "raid1",
+        "raid4" | "raid5" | "raid6" => "raid456",
+        "raid10" => "raid10",
+        "linear" => "linear",
+        "multipath" => "multipath",
+        _ => return None,
+    })
+}
+
+/// One need for each layer under the mounts, top-down.
+pub fn needs(stack: &Stack) -> Vec<Need> {
+    stack
+        .top_down()
+        .into_iter()
+        .map(|id| {
+            let l = &stack.layers[id];
+            let (modules, programs) = match &l.kind {
+                Kind::Filesystem(f) => (
+                    vec![format!("fs-{}", f.fstype)],
+                    if f.fstype == "btrfs" && l.below.len() > 1 {
+                        strings(&["btrfs"])
+                    } else {
+                        Vec::new()
+                    },
+                ),
+                Kind::Lvm(v) => {
+                    let mut m = strings(&["dm-mod"]);
+                    let mut p = strings(&["lvm"]);
+                    match v.kind {
+                        LvKind::Thin | LvKind::ThinPool => {
+                            m.push("dm-thin-pool".into());
+                            p.push("thin_check".into());
+                        }
+                        LvKind::Raid => m.push("dm-raid".into()),
+                        LvKind::Snapshot | LvKind::SnapshotOrigin | LvKind::SnapshotCow => {
+                            m.push("dm-snapshot".into())
+                        }
+                        _ => {}
+                    }
+                    (m, p)
+                }
+                Kind::Crypt(_) => (strings(&["dm-mod", "dm-crypt"]), strings(&["cryptsetup"])),
+                Kind::Md(m) => (
+                    md_module(&m.level).into_iter().map(String::from).collect(),
+                    strings(&["mdadm"]),
+                ),
+                Kind::Partition(_) | Kind::Disk(_) => (Vec::new(), Vec::new()),
+                Kind::Loop(_) => (strings(&["loop"]), Vec::new()),
+                Kind::Multipath(_) => (
+                    strings(&["dm-mod", "dm-multipath"]),
+                    strings(&["multipath"]),
+                ),
+                Kind::Mapper(_) => (strings(&["dm-mod"]), Vec::new()),
+            };
+            let reason = match stack.above(id) {
+                Some(up) => format!("{} under {}", describe(stack, id), describe(stack, up)),
+                None => match &l.kind {
+                    Kind::Filesystem(f) => {
+                        format!("{} on {}", describe(stack, id), f.source)
+                    }
+                    _ => describe(stack, id),
+                },
+            };
+            Need {
+                layer: id,
+                modules,
+                programs,
+                reason,
+            }
+        })
+        .collect()
+}
