@@ -650,9 +650,9 @@ pub struct BootOptions {
     /// When the console shows the first string, the second is typed into it (the
     /// serial line is qemu's standard input).
     pub type_when: Option<(String, String)>,
-    /// More prompts and what to type at each, in order after `type_when`: each waits
-    /// for its prompt to show after the previous answer was typed (a passphrase asked
-    /// three times is three entries).
+    /// Prompts and what to type at each, in order, before `type_when`: each waits for
+    /// its prompt to show after the previous answer was typed (a passphrase asked three
+    /// times is three entries).
     pub answers: Vec<(String, String)>,
     /// qemu is stopped as soon as the console shows this.
     pub stop_when: Option<String>,
@@ -805,7 +805,7 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     let mut timed_out = false;
     let mut stdin = child.stdin.take();
     // What is still to be typed, and where on the console its prompt may start.
-    let mut answers = opts.type_when.iter().chain(&opts.answers);
+    let mut answers = opts.answers.iter().chain(&opts.type_when);
     let mut next = answers.next();
     let mut from = 0;
     loop {
