@@ -701,26 +701,6 @@ fn shell_init_opens_luks_with_a_key_file_from_crypttab() {
 }
 
 #[test]
-fn systemd_boots_lvm_md_raid_and_btrfs_roots() {
-    unencrypted("systemd");
-}
-
-#[test]
 fn systemd_unlocks_luks_under_and_over_md_raid() {
     encrypted("systemd");
-}
-
-#[test]
-fn systemd_names_the_device_after_three_wrong_passphrases() {
-    wrong_passphrase("systemd");
-}
-
-#[test]
-fn systemd_does_not_boot_what_the_command_line_rules_out() {
-    must_not_boot("systemd");
-}
-
-#[test]
-fn systemd_opens_luks_with_a_key_file_from_crypttab() {
-    keyfile_from_crypttab("systemd");
 }
