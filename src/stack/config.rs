@@ -104,25 +104,11 @@ pub fn crypttab(stack: &Stack, keyfiles: bool) -> String {
     out
 }
 
-/// lvm.conf for the image's init. Everything not set keeps LVM's default.
+/// lvm.conf for the image's init: no metadata backups or archives (they
+/// would go to the image's memory), no dmeventd. Device nodes and links
+/// are udev's under the systemd init; the shell init runs lvm with
+/// `DM_DISABLE_UDEV=1`, so lvm makes them itself. The generic profile
+/// ships the same file.
 pub fn lvm_conf() -> &'static str {
-    "# lvm.conf for the initramfs, written by composer.
-activation {
-    # Create the /dev/VG/LV links and nodes itself instead of waiting for
-    # udev to do it: the image need not run udev or carry LVM's rules.
-    udev_sync = 0
-    udev_rules = 0
-    # dmeventd (thin pool and raid monitoring) is left to the real root.
-    monitoring = 0
-}
-devices {
-    # Scan /dev instead of asking udev's database, which the image may lack.
-    obtain_device_list_from_udev = 0
-}
-backup {
-    # Do not write metadata backups and archives into the image's /etc.
-    backup = 0
-    archive = 0
-}
-"
+    include_str!("../../profiles/init/lvm.conf")
 }

@@ -31,7 +31,8 @@
 //!   `disk/by-label` and `disk/by-partuuid` links (udev's), and an md
 //!   member's superblock when sysfs has neither md/uuid nor the superblock
 //!   image (version 1.x at 4 KiB, the start or 8 KiB from the end;
-//!   0.90 in the last 64 KiB-aligned 64 KiB).
+//!   0.90 in the last 64 KiB-aligned 64 KiB), and a LUKS device's header
+//!   for its ciphers (see [`luks`]).
 //! * a crypttab text (normally `/etc/crypttab`, see crypttab(5)): each
 //!   crypt layer records which line names it, by name or device.
 //!
@@ -63,12 +64,13 @@
 
 mod config;
 mod crypttab;
+mod luks;
 mod model;
 mod needs;
 mod superblock;
 mod sysfs;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use config::{crypttab, lvm_conf, mdadm_conf};
 pub use crypttab::parse as parse_crypttab;
@@ -77,6 +79,7 @@ pub use model::{
     Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Stack,
 };
 pub use needs::{describe, needs, Need};
+pub use superblock::read_bounded;
 pub use sysfs::{
     mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH, MAX_ENTRIES,
     MAX_NODES,

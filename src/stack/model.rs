@@ -104,6 +104,9 @@ pub struct Crypt {
     pub luks_uuid: Option<String>,
     /// The index in [`Stack::crypttab`] of the line naming this device.
     pub crypttab: Option<usize>,
+    /// The ciphers its LUKS header names (`aes-xts-plain64`): the data's
+    /// and the key slots'. Empty when the header was not read.
+    pub ciphers: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

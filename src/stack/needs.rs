@@ -95,7 +95,8 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                 ),
                 Kind::Lvm(v) => {
                     let mut m = strings(&["dm-mod"]);
-                    let mut p = strings(&["lvm"]);
+                    // dmsetup: the device-mapper udev rules call it.
+                    let mut p = strings(&["lvm", "dmsetup"]);
                     match v.kind {
                         LvKind::Thin | LvKind::ThinPool => {
                             m.push("dm-thin-pool".into());
@@ -109,7 +110,25 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                     }
                     (m, p)
                 }
-                Kind::Crypt(_) => (strings(&["dm-mod", "dm-crypt"]), strings(&["cryptsetup"])),
+                Kind::Crypt(c) => {
+                    // cryptsetup decrypts key slots through the crypto user
+                    // interface; dm-crypt asks for the data's cipher by name.
+                    // A header that could not be read: LUKS2's default.
+                    let mut m = strings(&["dm-mod", "dm-crypt", "algif_skcipher"]);
+                    let ciphers = if c.ciphers.is_empty() {
+                        vec!["aes-xts-plain64".to_string()]
+                    } else {
+                        c.ciphers.clone()
+                    };
+                    for spec in &ciphers {
+                        for q in super::luks::modules_of(spec) {
+                            if !m.contains(&q) {
+                                m.push(q);
+                            }
+                        }
+                    }
+                    (m, strings(&["cryptsetup", "dmsetup"]))
+                }
                 Kind::Md(m) => (
                     md_module(&m.level).into_iter().map(String::from).collect(),
                     strings(&["mdadm"]),
@@ -118,9 +137,9 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                 Kind::Loop(_) => (strings(&["loop"]), Vec::new()),
                 Kind::Multipath(_) => (
                     strings(&["dm-mod", "dm-multipath"]),
-                    strings(&["multipath"]),
+                    strings(&["multipath", "dmsetup"]),
                 ),
-                Kind::Mapper(_) => (strings(&["dm-mod"]), Vec::new()),
+                Kind::Mapper(_) => (strings(&["dm-mod"]), strings(&["dmsetup"])),
             };
             let reason = match stack.above(id) {
                 Some(up) => format!("{} under {}", describe(stack, id), describe(stack, up)),

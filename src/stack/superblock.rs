@@ -123,6 +123,13 @@ pub fn offset(metadata: &str, size: u64) -> Option<u64> {
 /// a FIFO or socket.
 pub fn read_member(path: &Path, metadata: &str, size: u64) -> Option<MdSuper> {
     let at = offset(metadata, size)?;
+    parse(&read_device(path, at, SB_BYTES)?, metadata)
+}
+
+/// Reads up to `len` bytes at `at` of the block device (or, in tests, the
+/// regular file) at `path`: one bounded read, opened without blocking and
+/// never from a FIFO or socket. A short device gives what it has.
+pub(super) fn read_device(path: &Path, at: u64, len: usize) -> Option<Vec<u8>> {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -132,7 +139,7 @@ pub fn read_member(path: &Path, metadata: &str, size: u64) -> Option<MdSuper> {
     if !t.is_block_device() && !t.is_file() {
         return None;
     }
-    let mut buf = vec![0u8; SB_BYTES];
+    let mut buf = vec![0u8; len];
     let mut got = 0;
     while got < buf.len() {
         match f.read_at(&mut buf[got..], at + got as u64) {
@@ -142,7 +149,8 @@ pub fn read_member(path: &Path, metadata: &str, size: u64) -> Option<MdSuper> {
             Err(_) => return None,
         }
     }
-    parse(&buf[..got], metadata)
+    buf.truncate(got);
+    Some(buf)
 }
 
 /// Reads at most `max` bytes of a regular file (sysfs attributes are

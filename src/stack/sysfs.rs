@@ -58,19 +58,21 @@ pub struct Mount {
     pub source: String,
 }
 
-/// mountinfo's octal escapes (`\040` for a space).
-fn unescape_octal(s: &str) -> String {
+/// `s` with each escape `lead` followed by `digits` digits of `radix`
+/// replaced by the byte it names.
+fn unescape(s: &str, lead: &[u8], digits: usize, radix: u32) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 4])
+        let end = i + lead.len() + digits;
+        if b[i..].starts_with(lead) && end <= b.len() {
+            if let Some(v) = std::str::from_utf8(&b[i + lead.len()..end])
                 .ok()
-                .and_then(|o| u8::from_str_radix(o, 8).ok())
+                .and_then(|o| u8::from_str_radix(o, radix).ok())
             {
                 out.push(v);
-                i += 4;
+                i = end;
                 continue;
             }
         }
@@ -78,6 +80,11 @@ fn unescape_octal(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// mountinfo's octal escapes (`\040` for a space).
+fn unescape_octal(s: &str) -> String {
+    unescape(s, b"\\", 3, 8)
 }
 
 /// The last mount on `mountpoint` in a mountinfo text.
@@ -100,24 +107,7 @@ pub fn mount_of(mountinfo: &str, mountpoint: &str) -> Option<Mount> {
 
 /// udev's `\xHH` escapes in disk/by-label names.
 fn unescape_hex(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') && i + 4 <= b.len() {
-            if let Some(v) = std::str::from_utf8(&b[i + 2..i + 4])
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    unescape(s, b"\\x", 2, 16)
 }
 
 /// A LUKS UUID from dm/uuid's 32 hex digits, with dashes.
@@ -376,11 +366,19 @@ impl<'a> Reader<'a> {
             let luks_uuid = matches!(kind, CryptKind::Luks1 | CryptKind::Luks2)
                 .then(|| dashed(rest.get(..32)?))
                 .flatten();
+            // The ciphers, from the LUKS header of the device below.
+            let ciphers = match (&kind, self.src.dev, below.first()) {
+                (CryptKind::Luks1 | CryptKind::Luks2, Some(dev), Some(&b)) => self
+                    .node_of(dev, b)
+                    .map_or_else(Vec::new, |(node, _)| super::luks::read_ciphers(&node)),
+                _ => Vec::new(),
+            };
             return Kind::Crypt(Crypt {
                 name,
                 kind,
                 luks_uuid,
                 crypttab: None,
+                ciphers,
             });
         }
         if let Some(rest) = uuid.strip_prefix("LVM-") {
@@ -446,6 +444,26 @@ impl<'a> Reader<'a> {
         Kind::Mapper(Mapper { name, uuid })
     }
 
+    /// The device node of layer `id` under the `dev` directory, and its
+    /// size in bytes; None when its kernel name could leave `dev`.
+    fn node_of(&mut self, dev: &Path, id: LayerId) -> Option<(PathBuf, u64)> {
+        let l = &self.stack.layers[id];
+        let sys = l.sys.clone()?;
+        let kname = l.kind.name().replace('!', "/");
+        if kname
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return None;
+        }
+        let size = self
+            .attr(&sys, "size")
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+            .saturating_mul(512);
+        Some((dev.join(kname), size))
+    }
+
     fn md(&mut self, path: &Path, name: &str, below: &[LayerId]) -> Kind {
         let metadata = self.attr(path, "md/metadata_version").unwrap_or_default();
         let mut uuid = self
@@ -471,18 +489,10 @@ impl<'a> Reader<'a> {
         if uuid.is_none() {
             if let Some(dev) = self.src.dev {
                 for &m in below {
-                    let l = &self.stack.layers[m];
-                    let Some(sys) = l.sys.clone() else { continue };
-                    let kname = l.kind.name().replace('!', "/");
-                    let size = self
-                        .attr(&sys, "size")
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .unwrap_or(0)
-                        .saturating_mul(512);
-                    if kname.split('/').any(|c| c.is_empty() || c == "..") {
+                    let Some((node, size)) = self.node_of(dev, m) else {
                         continue;
-                    }
-                    if let Some(sb) = superblock::read_member(&dev.join(&kname), &metadata, size) {
+                    };
+                    if let Some(sb) = superblock::read_member(&node, &metadata, size) {
                         uuid = Some(sb.uuid);
                         array_name = sb.name;
                         break;

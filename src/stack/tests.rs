@@ -8,16 +8,16 @@ use super::needs::needs;
 use super::sysfs::{mount_of, read, split_lvm_name, Mount, Sources, StackError};
 
 /// A sysfs tree (and a /dev) in a temporary directory.
-struct Fake {
+pub(crate) struct Fake {
     dir: tempfile::TempDir,
 }
 
-const LUKS_HEX: &str = "0a1b2c3d4e5f67890a1b2c3d4e5f6789";
-const LUKS_UUID: &str = "0a1b2c3d-4e5f-6789-0a1b-2c3d4e5f6789";
+pub(crate) const LUKS_HEX: &str = "0a1b2c3d4e5f67890a1b2c3d4e5f6789";
+pub(crate) const LUKS_UUID: &str = "0a1b2c3d-4e5f-6789-0a1b-2c3d4e5f6789";
 const VG: &str = "Vg0UUIDaaaaaaaaaaaaaaaaaaaaaaaaa";
 
 impl Fake {
-    fn new() -> Fake {
+    pub(crate) fn new() -> Fake {
         let f = Fake {
             dir: tempfile::tempdir().unwrap(),
         };
@@ -26,19 +26,19 @@ impl Fake {
         }
         f
     }
-    fn sys(&self) -> PathBuf {
+    pub(crate) fn sys(&self) -> PathBuf {
         self.dir.path().join("sys")
     }
-    fn dev(&self) -> PathBuf {
+    pub(crate) fn dev(&self) -> PathBuf {
         self.dir.path().join("dev")
     }
-    fn write(&self, dir: &Path, rel: &str, text: &str) {
+    pub(crate) fn write(&self, dir: &Path, rel: &str, text: &str) {
         let p = dir.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
     /// A block device at `devpath` (below sys) numbered `dev`.
-    fn block(&self, devpath: &str, dev: &str) -> PathBuf {
+    pub(crate) fn block(&self, devpath: &str, dev: &str) -> PathBuf {
         let p = self.sys().join(devpath);
         std::fs::create_dir_all(&p).unwrap();
         self.write(&p, "dev", &format!("{dev}\n"));
@@ -48,7 +48,7 @@ impl Fake {
         p
     }
     /// A virtio disk on its own PCI device.
-    fn virtio(&self, slot: u32, name: &str, dev: &str) -> PathBuf {
+    pub(crate) fn virtio(&self, slot: u32, name: &str, dev: &str) -> PathBuf {
         let pci = self
             .sys()
             .join(format!("devices/pci0000:00/0000:00:0{slot}.0"));
@@ -67,18 +67,25 @@ impl Fake {
             dev,
         )
     }
-    fn partition(&self, disk: &Path, name: &str, n: u32, dev: &str) -> PathBuf {
+    pub(crate) fn partition(&self, disk: &Path, name: &str, n: u32, dev: &str) -> PathBuf {
         let rel = disk.strip_prefix(self.sys()).unwrap().join(name);
         let p = self.block(rel.to_str().unwrap(), dev);
         self.write(&p, "partition", &format!("{n}\n"));
         p
     }
-    fn slave(&self, upper: &Path, lower: &Path) {
+    pub(crate) fn slave(&self, upper: &Path, lower: &Path) {
         let s = upper.join("slaves");
         std::fs::create_dir_all(&s).unwrap();
         std::os::unix::fs::symlink(lower, s.join(lower.file_name().unwrap())).unwrap();
     }
-    fn dm(&self, kname: &str, dev: &str, name: &str, uuid: &str, lower: &[&Path]) -> PathBuf {
+    pub(crate) fn dm(
+        &self,
+        kname: &str,
+        dev: &str,
+        name: &str,
+        uuid: &str,
+        lower: &[&Path],
+    ) -> PathBuf {
         let p = self.block(&format!("devices/virtual/block/{kname}"), dev);
         self.write(&p, "dm/name", &format!("{name}\n"));
         self.write(&p, "dm/uuid", &format!("{uuid}\n"));
@@ -87,7 +94,7 @@ impl Fake {
         }
         p
     }
-    fn luks(&self, kname: &str, dev: &str, hex: &str, lower: &Path) -> PathBuf {
+    pub(crate) fn luks(&self, kname: &str, dev: &str, hex: &str, lower: &Path) -> PathBuf {
         let name = format!("luks-{}", dashed(hex));
         self.dm(
             kname,
@@ -97,7 +104,7 @@ impl Fake {
             &[lower],
         )
     }
-    fn lv(
+    pub(crate) fn lv(
         &self,
         kname: &str,
         dev: &str,
@@ -111,7 +118,14 @@ impl Fake {
         let name = format!("{}-{}", vg.replace('-', "--"), lv.replace('-', "--"));
         self.dm(kname, dev, &name, &uuid, lower)
     }
-    fn md(&self, name: &str, dev: &str, level: &str, meta: &str, lower: &[&Path]) -> PathBuf {
+    pub(crate) fn md(
+        &self,
+        name: &str,
+        dev: &str,
+        level: &str,
+        meta: &str,
+        lower: &[&Path],
+    ) -> PathBuf {
         let p = self.block(&format!("devices/virtual/block/{name}"), dev);
         self.write(&p, "md/level", &format!("{level}\n"));
         self.write(&p, "md/metadata_version", &format!("{meta}\n"));
@@ -125,7 +139,7 @@ impl Fake {
         }
         p
     }
-    fn read(&self, mountinfo: &str, crypttab: &str) -> Stack {
+    pub(crate) fn read(&self, mountinfo: &str, crypttab: &str) -> Stack {
         let sys = self.sys();
         let dev = self.dev();
         read(
@@ -152,7 +166,7 @@ fn dashed(hex: &str) -> String {
     )
 }
 
-fn root_on(dev: &str, fstype: &str, source: &str) -> String {
+pub(crate) fn root_on(dev: &str, fstype: &str, source: &str) -> String {
     format!(
         "20 1 0:20 / /proc rw - proc proc rw\n\
          27 1 {dev} / / rw,relatime shared:1 - {fstype} {source} rw\n"
@@ -294,11 +308,24 @@ fn luks2_then_lvm_then_ext4_on_a_partition() {
     let lv = need_of(&n, "LVM volume vg-sys/root");
     assert_eq!(
         (lv.modules.as_slice(), lv.programs.as_slice()),
-        (&["dm-mod".to_string()][..], &["lvm".to_string()][..])
+        (
+            &["dm-mod".to_string()][..],
+            &["lvm".to_string(), "dmsetup".to_string()][..]
+        )
     );
+    // No header to read (no /dev/sda2 here): LUKS2's default cipher.
     let c = need_of(&n, "LUKS ");
-    assert_eq!(c.modules, ["dm-mod", "dm-crypt"]);
-    assert_eq!(c.programs, ["cryptsetup"]);
+    assert_eq!(
+        c.modules,
+        [
+            "dm-mod",
+            "dm-crypt",
+            "algif_skcipher",
+            "crypto-aes",
+            "crypto-xts"
+        ]
+    );
+    assert_eq!(c.programs, ["cryptsetup", "dmsetup"]);
     assert_eq!(
         c.reason,
         format!("LUKS luks-{LUKS_UUID} under LVM volume vg-sys/root")
@@ -330,6 +357,12 @@ fn md_raid1_then_luks_then_a_thin_lv() {
     let md = f.md("md127", "9:127", "raid1", "1.2", &[&vda, &vdb]);
     f.write(&md, "md/uuid", "3b7ab5e9-4b9c-a0a7-f6a2-3ee2cf4e36e5\n");
     let crypt = f.luks("dm-0", "253:0", LUKS_HEX, &md);
+    // The array's LUKS1 header names its cipher.
+    let mut header = vec![0u8; 4096];
+    header[..8].copy_from_slice(b"LUKS\xba\xbe\x00\x01");
+    header[8..15].copy_from_slice(b"serpent");
+    header[40..56].copy_from_slice(b"cbc-essiv:sha256");
+    std::fs::write(f.dev().join("md127"), &header).unwrap();
     let tmeta = f.lv("dm-1", "253:1", "vg", "pool_tmeta", "-tmeta", &[&crypt]);
     let tdata = f.lv("dm-2", "253:2", "vg", "pool_tdata", "-tdata", &[&crypt]);
     let tpool = f.lv(
@@ -367,7 +400,20 @@ fn md_raid1_then_luks_then_a_thin_lv() {
     let n = needs(&s);
     let thin = need_of(&n, "LVM volume vg/root (thin)");
     assert!(thin.modules.contains(&"dm-thin-pool".to_string()));
-    assert_eq!(thin.programs, ["lvm", "thin_check"]);
+    assert_eq!(thin.programs, ["lvm", "dmsetup", "thin_check"]);
+    let c = need_of(&n, "LUKS ");
+    assert_eq!(
+        c.modules,
+        [
+            "dm-mod",
+            "dm-crypt",
+            "algif_skcipher",
+            "crypto-serpent",
+            "crypto-cbc",
+            "crypto-essiv",
+            "crypto-sha256"
+        ]
+    );
     let pool = need_of(&n, "LVM volume vg/pool-tpool (thin pool)");
     assert!(pool.modules.contains(&"dm-thin-pool".to_string()));
     let m = need_of(&n, "md array");
@@ -661,7 +707,7 @@ fn mounts_and_names() {
     )
     .unwrap();
     assert_eq!(s.tops.len(), 1);
-    assert!(lvm_conf().contains("udev_sync = 0"));
+    assert!(lvm_conf().contains("backup = 0") && lvm_conf().contains("monitoring = 0"));
     let _ = CryptKind::Plain;
     let _ = LvKind::Raid;
 }
