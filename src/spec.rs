@@ -79,6 +79,9 @@ pub struct ImageSpec {
     pub elf: Option<Resolution>,
     /// Where the image goes: `-o`, else the manifest's default output.
     pub output: Option<std::path::PathBuf>,
+    /// The image holds key material: written 0600 even over a file whose
+    /// mode was wider.
+    pub private: bool,
     /// Files composer made for the image (concatenated microcode), kept
     /// until the image is written.
     pub(crate) _scratch: Option<tempfile::TempDir>,
@@ -95,6 +98,7 @@ impl ImageSpec {
             warnings: Vec::new(),
             elf: None,
             output: None,
+            private: false,
             _scratch: None,
         }
     }

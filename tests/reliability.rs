@@ -283,6 +283,80 @@ fn a_replaced_image_keeps_its_mode_and_owner_and_a_new_one_is_private() {
     }
 }
 
+/// An image that holds a key file its crypttab names (or one of systemd's
+/// /etc/cryptsetup-keys.d) is 0600 even over a file that was 0644, and the
+/// build says which key it holds; the key's bytes are what the image holds,
+/// the rest of the image stays readable only by its owner.
+#[test]
+fn an_image_holding_a_key_file_is_private_even_over_a_wider_file() {
+    let dir = Scratch::new("out-keys");
+    let out = dir.join("initrd.img");
+    fs::write(
+        dir.join("crypttab"),
+        "# test\nvol UUID=0a1b2c3d-4e5f-6789-0a1b-2c3d4e5f6789 /etc/keys/vol.key luks\n",
+    )
+    .unwrap();
+    fs::write(dir.join("vol.key"), "0123456789abcdef").unwrap();
+    let manifest = |with_key: bool, keys_d: bool| {
+        let mut m = format!(
+            "[[file]]\nsrc = {}\ndst = \"/etc/crypttab\"\n",
+            support::toml_str(&dir.join("crypttab").to_string_lossy())
+        );
+        if with_key {
+            m += &format!(
+                "[[file]]\nsrc = {}\ndst = \"/etc/keys/vol.key\"\nmode = \"0400\"\n",
+                support::toml_str(&dir.join("vol.key").to_string_lossy())
+            );
+        }
+        if keys_d {
+            m += &format!(
+                "[[file]]\nsrc = {}\ndst = \"/etc/cryptsetup-keys.d/vol.key\"\n",
+                support::toml_str(&dir.join("vol.key").to_string_lossy())
+            );
+        }
+        let p = dir.join("m.toml");
+        fs::write(&p, m).unwrap();
+        p
+    };
+    let build = |m: &Path| {
+        support::run_ok(
+            support::composer()
+                .arg("build")
+                .arg(m)
+                .arg("-o")
+                .arg(&out)
+                .arg("--no-sync"),
+        )
+    };
+    for (with_key, keys_d, named) in [
+        (
+            true,
+            false,
+            "/etc/keys/vol.key (/etc/crypttab line 2 (vol))",
+        ),
+        (false, true, "/etc/cryptsetup-keys.d/vol.key"),
+    ] {
+        fs::write(&out, b"old").unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(0o644)).unwrap();
+        let r = build(&manifest(with_key, keys_d));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            err.contains(&format!("the image holds the key file {named}")),
+            "no warning naming {named}:\n{err}"
+        );
+        assert_eq!(
+            fs::metadata(&out).unwrap().mode() & 0o7777,
+            0o600,
+            "an image holding {named} is not 0600"
+        );
+    }
+    // The crypttab alone (the key left out): no warning, the mode is kept.
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o644)).unwrap();
+    let r = build(&manifest(false, false));
+    assert!(!String::from_utf8_lossy(&r.stderr).contains("key file"));
+    assert_eq!(fs::metadata(&out).unwrap().mode() & 0o7777, 0o644);
+}
+
 #[test]
 fn sockets_and_block_devices_are_refused_as_outputs() {
     let dir = Scratch::new("out-refused");

@@ -96,7 +96,11 @@ pub fn exec(a: Args) -> Result<()> {
     let out = spec.output.clone().expect("a build has an output");
     let entries: usize = spec.segments.iter().map(|s| s.entries.len()).sum();
     let segments = spec.segments.len();
-    let report = pipeline::build(&spec, ui::archive_output(&out)?, !a.archive.no_sync);
+    let mut output = ui::archive_output(&out)?;
+    if spec.private {
+        output = output.private();
+    }
+    let report = pipeline::build(&spec, output, !a.archive.no_sync);
     bar.stop();
     let report = report?;
     ui::build_report(&report);

@@ -5,6 +5,8 @@ use std::os::unix::fs::MetadataExt;
 
 use super::model::{Mode, ModeOrSource};
 use crate::entry::{Kind, Origin};
+use crate::error::Warning;
+use crate::resolve::elf::BinaryRequest;
 
 /// A file or symlink a rule adds at `dest` (an image path, not yet
 /// normalised).
@@ -13,6 +15,14 @@ pub(super) struct Added {
     pub kind: Kind,
     pub mode: u32,
     pub origin: Origin,
+}
+
+/// What a section (`[systemd]`, `[stack]`) adds: files and symlinks, and
+/// programs to resolve with their libraries.
+pub(super) struct Found {
+    pub added: Vec<Added>,
+    pub programs: Vec<BinaryRequest>,
+    pub warnings: Vec<Warning>,
 }
 
 /// `defaults.file_mode`: the mode of files that name none.

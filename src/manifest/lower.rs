@@ -809,6 +809,18 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
     let links = lowered.links;
     let merged =
         |p: &str| String::from_utf8_lossy(&through_links(p.as_bytes(), &links)).into_owned();
+    let keys = super::keys::held(&lowered.entries);
+    for k in &keys {
+        warnings.push(Warning {
+            origin: Some(k.origin.clone()),
+            message: format!(
+                "the image holds the key file {} ({}): whoever can read the image can open \
+                 the volume; it is written 0600",
+                k.name, k.why
+            ),
+            details: Vec::new(),
+        });
+    }
     let segments = rules.split(lowered.entries, early_entries, &merged, &mut warnings)?;
     Ok(ImageSpec {
         segments,
@@ -816,6 +828,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         warnings,
         elf: lowered.elf,
         output: Some(loaded.output.clone()),
+        private: !keys.is_empty(),
         _scratch: scratch,
     })
 }
@@ -848,9 +861,12 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         lw.rules(doc, t)?;
     }
     let units = super::systemd::add_all(loaded)?;
+    let stack = super::stack::add_all(loaded)?;
     let mut requests = std::mem::take(&mut lw.binary_requests);
     requests.extend(units.programs);
+    requests.extend(stack.programs);
     let mut warnings = units.warnings;
+    warnings.extend(stack.warnings);
     let (binaries, elf) = super::binaries::add_all(
         &requests,
         &super::binaries::options(loaded),
@@ -858,7 +874,13 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         &mut warnings,
     )?;
     let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
-    for a in units.added.into_iter().chain(binaries).chain(modules) {
+    for a in units
+        .added
+        .into_iter()
+        .chain(stack.added)
+        .chain(binaries)
+        .chain(modules)
+    {
         let name = ImagePath::normalise(&a.dest, &a.origin)?;
         let e = lw.declared(name, a.kind, a.mode, (None, None), a.origin);
         lw.declare(e);

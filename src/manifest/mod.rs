@@ -8,6 +8,8 @@
 //! * `lower`: rules to entries (trees, globs, binaries, parents, merged /usr);
 //! * `binaries`, `modules`: what `binaries` and module rules add (`item`);
 //! * `segments`, `early`: `[[segment]]` and `[early]`;
+//! * `systemd`, `stack`: `[systemd]`, and `[stack]` (the running root's
+//!   block stack, which `[[module]] rootfs` reads too);
 //! * `import`: a manifest from a gen_init_cpio list.
 
 mod binaries;
@@ -15,6 +17,7 @@ pub mod de;
 mod early;
 pub mod import;
 mod item;
+mod keys;
 pub mod load;
 mod lower;
 pub mod model;
@@ -22,6 +25,7 @@ mod modules;
 pub mod node;
 mod profiles;
 mod segments;
+mod stack;
 pub mod system;
 mod systemd;
 

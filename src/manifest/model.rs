@@ -95,6 +95,30 @@ pub struct Manifest {
     /// generators, and udev rules with their helpers.
     #[serde(default)]
     pub systemd: Option<Spanned<SystemdSettings>>,
+    /// The running root's block stack (LUKS, LVM, md RAID under `/` and
+    /// `/usr`): the programs its layers need and the configuration written
+    /// from it.
+    #[serde(default)]
+    pub stack: Option<Spanned<StackSettings>>,
+}
+
+/// `[stack]`: the image brings up the running root's own block stack. A
+/// later document's setting replaces an earlier one's.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StackSettings {
+    /// Read the stack under `/` and `/usr` of the running machine: add the
+    /// programs its layers need (cryptsetup, lvm, thin_check, mdadm, btrfs)
+    /// and write `/etc/crypttab`, `/etc/mdadm/mdadm.conf` and
+    /// `/etc/lvm/lvm.conf` for exactly those layers (never the root's files
+    /// as they are).
+    #[serde(default)]
+    pub from_root: Option<bool>,
+    /// Also take the key files the root's crypttab names for those LUKS
+    /// devices (default false: the image asks for the passphrase). The
+    /// image then holds keys: the build warns, and the image is 0600.
+    #[serde(default)]
+    pub keyfiles: Option<bool>,
 }
 
 /// The root's systemd in the image (lists add up over the documents).

@@ -353,14 +353,7 @@ pub(super) fn add_all(
                 sel.add_host(&scan, &request);
             }
             What::RootFs => {
-                let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-                let sources = crate::stack::Sources {
-                    sys: Path::new("/sys"),
-                    dev: Some(Path::new("/dev")),
-                    mountinfo: &mountinfo,
-                    crypttab: "",
-                };
-                let stack = crate::stack::read(&sources, &["/", "/usr"]).map_err(|e| {
+                let stack = super::stack::running(&loaded.root).map_err(|e| {
                     Error::at(
                         r.origin.clone(),
                         format!("rootfs mode cannot follow the root filesystem down to its devices: {e}"),

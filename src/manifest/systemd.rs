@@ -17,7 +17,7 @@
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::path::Path;
 
-use super::item::Added;
+use super::item::{Added, Found};
 use super::load::{expand, Loaded};
 use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
@@ -69,13 +69,6 @@ const EXECS: [&str; 7] = [
     "ExecReload",
     "ExecCondition",
 ];
-
-/// What `[systemd]` adds: files and symlinks, and programs to resolve.
-pub(super) struct Found {
-    pub added: Vec<Added>,
-    pub programs: Vec<BinaryRequest>,
-    pub warnings: Vec<Warning>,
-}
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
     origin.with_rule(rule)

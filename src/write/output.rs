@@ -6,7 +6,8 @@
 //!   failure the temporary file is removed and an existing output is left as
 //!   it was. A replaced file keeps its permission bits and, where the
 //!   process may set them, its owner and group; a new one is 0600, as
-//!   gen_init_cpio `-o` and dracut make theirs.
+//!   gen_init_cpio `-o` and dracut make theirs. An image that holds key
+//!   files ([`Output::private`]) is 0600 even when it replaces a file.
 //! * A symlink is followed (a chain of them too, and one that dangles): the
 //!   file it names is what gets replaced, as `install` and `cp` do; the
 //!   link stays.
@@ -231,6 +232,20 @@ impl Output {
             shown: target.to_path_buf(),
             keep,
         })
+    }
+
+    /// For an image that holds secrets: written 0600 even when the file it
+    /// replaces allowed more (its owner is still kept). A new file is 0600
+    /// anyway; a stream is not a file composer may change.
+    pub fn private(mut self) -> Self {
+        if let Output::Atomic {
+            keep: Some((mode, _, _)),
+            ..
+        } = &mut self
+        {
+            *mode = 0o600;
+        }
+        self
     }
 
     pub fn file(&self) -> &File {

@@ -1,0 +1,362 @@
+//! The running root's block stack in an image: read once per build (for
+//! `[[module]] rootfs` and `[stack]`), and what `[stack] from_root` adds
+//! from it: the programs its layers need, and `/etc/crypttab`,
+//! `/etc/mdadm/mdadm.conf` and `/etc/lvm/lvm.conf` written from the model
+//! (the root's own files are read, never copied), with the key files the
+//! root's crypttab names when `keyfiles` allows.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::item::{Added, Found};
+use super::load::Loaded;
+use crate::entry::{Kind, Links, Origin};
+use crate::error::{Error, Result, Warning};
+use crate::resolve::elf::BinaryRequest;
+use crate::resolve::root::Root;
+use crate::stack::{Kind as Layer, Stack};
+
+/// The most of a crypttab read.
+const MAX_CRYPTTAB: usize = 1 << 20;
+
+/// The mount points whose stacks an image brings up.
+pub(super) const MOUNTS: [&str; 2] = ["/", "/usr"];
+
+/// The running machine's stack under [`MOUNTS`], with the crypttab of the
+/// root the build reads; read once per process and root.
+pub(super) fn running(root: &Path) -> std::result::Result<Stack, String> {
+    type Memo = Option<(PathBuf, std::result::Result<Stack, String>)>;
+    static READ: Mutex<Memo> = Mutex::new(None);
+    let mut memo = READ.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, stack)) = memo.as_ref() {
+        if at == root {
+            return stack.clone();
+        }
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let crypttab = Root::new(root)
+        .resolve(Path::new("/etc/crypttab"), true)
+        .ok()
+        .and_then(|p| crate::stack::read_bounded(&p, MAX_CRYPTTAB))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let sources = crate::stack::Sources {
+        sys: Path::new("/sys"),
+        dev: Some(Path::new("/dev")),
+        mountinfo: &mountinfo,
+        crypttab: &crypttab,
+    };
+    let stack = crate::stack::read(&sources, &MOUNTS).map_err(|e| e.to_string());
+    *memo = Some((root.to_path_buf(), stack.clone()));
+    stack
+}
+
+/// `[stack]` merged over the documents: a later setting replaces an
+/// earlier one. (from_root, keyfiles, where the table is)
+fn asked(loaded: &Loaded) -> Option<(bool, Origin)> {
+    let mut from_root = None;
+    let mut keyfiles = false;
+    for doc in &loaded.docs {
+        let Some(s) = &doc.manifest.stack else {
+            continue;
+        };
+        if let Some(f) = s.value.from_root {
+            from_root = Some((f, doc.origin(s.pos)));
+        }
+        if let Some(k) = s.value.keyfiles {
+            keyfiles = k;
+        }
+    }
+    let (on, origin) = from_root?;
+    on.then_some((keyfiles, origin))
+}
+
+/// A generated configuration file at `dest`, from the cache.
+fn generated(dir: &Path, name: &str, dest: &str, origin: &Origin) -> Result<Added> {
+    let host = dir.join(name);
+    let meta = std::fs::metadata(&host).map_err(|e| Error::io(&host, e))?;
+    Ok(Added {
+        dest: dest.as_bytes().to_vec(),
+        kind: Kind::File {
+            source: Box::new(crate::entry::Source::new(host, &meta, true)),
+            links: Links::default(),
+        },
+        mode: 0o644,
+        origin: origin.clone(),
+    })
+}
+
+/// What `[stack] from_root = true` adds.
+pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
+    let Some((keyfiles, origin)) = asked(loaded) else {
+        return Ok(Found {
+            added: Vec::new(),
+            programs: Vec::new(),
+            warnings: Vec::new(),
+        });
+    };
+    let stack = running(&loaded.root).map_err(|e| {
+        Error::at(
+            origin.clone(),
+            format!("[stack] cannot follow the root filesystem down to its devices: {e}"),
+        )
+        .with_hint("[stack] from_root reads /proc/self/mountinfo and /sys of the running machine")
+    })?;
+    from_stack(&stack, keyfiles, &origin, &loaded.root)
+}
+
+/// What `[stack]` (at `origin`) adds for `stack`, with key files from
+/// `root` when `keyfiles`.
+fn from_stack(stack: &Stack, keyfiles: bool, origin: &Origin, root: &Path) -> Result<Found> {
+    let mut found = Found {
+        added: Vec::new(),
+        programs: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for note in &stack.notes {
+        found.warnings.push(Warning {
+            origin: Some(origin.clone()),
+            message: format!("[stack]: {note}"),
+            details: Vec::new(),
+        });
+    }
+    // Each program once, for the first layer that needs it.
+    let mut programs: Vec<String> = Vec::new();
+    for need in crate::stack::needs(stack) {
+        for p in &need.programs {
+            if programs.contains(p) {
+                continue;
+            }
+            programs.push(p.clone());
+            let o = origin.with_rule(format!("[stack] {}", need.reason));
+            found.programs.push(BinaryRequest::program(p).at(o));
+        }
+    }
+    let has = |f: fn(&Layer) -> bool| stack.layers.iter().any(|l| f(&l.kind));
+    let mut files: Vec<(String, Vec<u8>, &str)> = Vec::new();
+    if has(|k| matches!(k, Layer::Crypt(_))) {
+        files.push((
+            "crypttab".into(),
+            crate::stack::crypttab(stack, keyfiles).into_bytes(),
+            "/etc/crypttab",
+        ));
+    }
+    if has(|k| matches!(k, Layer::Md(_))) {
+        files.push((
+            "mdadm.conf".into(),
+            crate::stack::mdadm_conf(stack).into_bytes(),
+            "/etc/mdadm/mdadm.conf",
+        ));
+    }
+    if has(|k| matches!(k, Layer::Lvm(_))) {
+        files.push((
+            "lvm.conf".into(),
+            crate::stack::lvm_conf().as_bytes().to_vec(),
+            "/etc/lvm/lvm.conf",
+        ));
+    }
+    if !files.is_empty() {
+        let store: Vec<(String, Vec<u8>)> = files
+            .iter()
+            .map(|(n, b, _)| (n.clone(), b.clone()))
+            .collect();
+        let dir =
+            crate::cache::store_in("stack", &store, &[], std::time::UNIX_EPOCH).map_err(|e| {
+                Error::at(
+                    origin.clone(),
+                    format!("cannot write the stack's configuration: {e}"),
+                )
+            })?;
+        for (name, _, dest) in &files {
+            let o = origin.with_rule(format!("[stack] {dest} for the root's stack"));
+            found.added.push(generated(&dir, name, dest, &o)?);
+        }
+    }
+    if keyfiles {
+        add_keyfiles(root, stack, origin, &mut found)?;
+    }
+    Ok(found)
+}
+
+/// The key files the root's crypttab names for the stack's LUKS devices,
+/// from the root, mode 0400.
+fn add_keyfiles(root: &Path, stack: &Stack, origin: &Origin, found: &mut Found) -> Result<()> {
+    let root = Root::new(root);
+    for l in &stack.layers {
+        let Layer::Crypt(c) = &l.kind else { continue };
+        let Some(line) = c.crypttab.and_then(|i| stack.crypttab.get(i)) else {
+            continue;
+        };
+        let Some(key) = line.keyfile.as_deref().filter(|k| is_key_path(k)) else {
+            continue;
+        };
+        let o = origin.with_rule(format!(
+            "[stack] keyfiles: /etc/crypttab line {} ({})",
+            line.line, line.name
+        ));
+        let host = root
+            .resolve(Path::new(key), true)
+            .map_err(|e| Error::at(o.clone(), format!("key file `{key}`: {e}")))?;
+        let meta = std::fs::metadata(&host).map_err(|e| {
+            Error::at(
+                o.clone(),
+                format!("key file `{key}` is not in the root: {e}"),
+            )
+            .with_hint(
+                "fix the crypttab line, or set `keyfiles = false` to be asked for the passphrase",
+            )
+        })?;
+        if !meta.is_file() {
+            return Err(Error::at(
+                o,
+                format!("key file `{key}` is not a regular file"),
+            ));
+        }
+        let source = crate::resolve::file_source(
+            &host,
+            &crate::resolve::Stat {
+                meta,
+                nofollow: false,
+            },
+            &o,
+        )?;
+        found.added.push(Added {
+            dest: key.as_bytes().to_vec(),
+            kind: Kind::File {
+                source: Box::new(source),
+                links: Links::default(),
+            },
+            mode: 0o400,
+            origin: o,
+        });
+    }
+    Ok(())
+}
+
+/// A crypttab key field that names a file the image could hold: an
+/// absolute path, not a device or kernel file system, not systemd's
+/// `PATH:DEVICE` form (a key on another device).
+pub(super) fn is_key_path(k: &str) -> bool {
+    k.starts_with('/')
+        && !k.contains(':')
+        && !["/dev/", "/proc/", "/sys/"]
+            .iter()
+            .any(|p| k.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::tests::{root_on, Fake, LUKS_HEX, LUKS_UUID};
+
+    fn file_text(a: &Added) -> String {
+        match &a.kind {
+            Kind::File { source, .. } => std::fs::read_to_string(&source.path).unwrap(),
+            _ => panic!("not a file"),
+        }
+    }
+
+    /// md RAID1 -> LUKS -> LVM: the programs each layer needs, once each,
+    /// and the three files written from the model.
+    #[test]
+    fn the_stack_gives_its_programs_and_configuration() {
+        let f = Fake::new();
+        let vda = f.virtio(4, "vda", "254:0");
+        let vdb = f.virtio(5, "vdb", "254:16");
+        let md = f.md("md127", "9:127", "raid1", "1.2", &[&vda, &vdb]);
+        f.write(&md, "md/uuid", "3b7ab5e9-4b9c-a0a7-f6a2-3ee2cf4e36e5\n");
+        let crypt = f.luks("dm-0", "253:0", LUKS_HEX, &md);
+        f.lv("dm-1", "253:1", "vg", "root", "", &[&crypt]);
+        let tab = format!("cryptroot UUID={LUKS_UUID} /etc/keys/root.key luks,discard\n");
+        let stack = f.read(&root_on("253:1", "ext4", "/dev/mapper/vg-root"), &tab);
+        let origin = Origin::new("m.toml".into(), 3, 1);
+        let root = tempfile::tempdir().unwrap();
+        let found = from_stack(&stack, false, &origin, root.path()).unwrap();
+        let programs: Vec<String> = found
+            .programs
+            .iter()
+            .map(|p| p.name.display().to_string())
+            .collect();
+        assert_eq!(programs, ["lvm", "dmsetup", "cryptsetup", "mdadm"]);
+        assert!(found.programs.iter().all(|p| !p.optional));
+        let why = found.programs[2]
+            .origin
+            .as_ref()
+            .unwrap()
+            .rule()
+            .unwrap()
+            .to_string();
+        assert!(
+            why.contains("LUKS luks-") && why.contains("under LVM volume vg/root"),
+            "{why}"
+        );
+        let files: Vec<(String, String, u32)> = found
+            .added
+            .iter()
+            .map(|a| {
+                (
+                    String::from_utf8(a.dest.clone()).unwrap(),
+                    file_text(a),
+                    a.mode,
+                )
+            })
+            .collect();
+        assert_eq!(files.len(), 3, "{files:?}");
+        assert_eq!(files[0].0, "/etc/crypttab");
+        assert!(files[0]
+            .1
+            .ends_with(&format!("cryptroot UUID={LUKS_UUID} none luks,discard\n")));
+        assert_eq!(files[1].0, "/etc/mdadm/mdadm.conf");
+        assert!(files[1]
+            .1
+            .contains("ARRAY /dev/md127 metadata=1.2 UUID=3b7ab5e9:4b9ca0a7:f6a23ee2:cf4e36e5"));
+        assert_eq!(files[2].0, "/etc/lvm/lvm.conf");
+        assert_eq!(files[2].1, crate::stack::lvm_conf());
+        assert!(files.iter().all(|f| f.2 == 0o644));
+
+        // With key files: the root's key, 0400, named by its crypttab line;
+        // a key the root lacks is an error naming the line.
+        let err = from_stack(&stack, true, &origin, root.path())
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("/etc/keys/root.key"), "{err}");
+        std::fs::create_dir_all(root.path().join("etc/keys")).unwrap();
+        std::fs::write(root.path().join("etc/keys/root.key"), "k").unwrap();
+        let found = from_stack(&stack, true, &origin, root.path()).unwrap();
+        let key = found
+            .added
+            .iter()
+            .find(|a| a.dest == b"/etc/keys/root.key")
+            .unwrap();
+        assert_eq!(key.mode, 0o400);
+        assert!(key.origin.rule().unwrap().contains("/etc/crypttab line 1"));
+        let tab = found
+            .added
+            .iter()
+            .find(|a| a.dest == b"/etc/crypttab")
+            .unwrap();
+        assert!(file_text(tab).contains("/etc/keys/root.key"));
+
+        // A plain root: nothing.
+        let plain = Fake::new();
+        plain.virtio(4, "vda", "254:0");
+        let stack = plain.read(&root_on("254:0", "ext4", "/dev/vda"), "");
+        let found = from_stack(&stack, true, &origin, root.path()).unwrap();
+        assert!(found.added.is_empty() && found.programs.is_empty());
+    }
+
+    #[test]
+    fn key_paths() {
+        assert!(is_key_path("/etc/keys/root.key"));
+        for k in [
+            "none",
+            "-",
+            "/dev/disk/by-label/key",
+            "/proc/x",
+            "/k.key:UUID=1",
+            "rel.key",
+        ] {
+            assert!(!is_key_path(k), "{k}");
+        }
+    }
+}
