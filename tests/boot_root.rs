@@ -269,21 +269,6 @@ fn make_roots(dir: &Path, busybox: &Path) -> Vec<String> {
     tokens
 }
 
-/// The generic image with `init`, built from this machine's root with Debian's
-/// kernel modules (`--kmoddir`).
-fn generic_image(dir: &Path, kernel: &DebianKernel, init: &str) -> PathBuf {
-    let m = dir.join(format!("generic-{init}.toml"));
-    fs::write(&m, format!("include = [\"generic\"]\ninit = \"{init}\"\n")).unwrap();
-    let out = dir.join(format!("generic-{init}.img"));
-    support::run_ok(
-        support::build_for(&kernel.version, &kernel.modules_dir())
-            .arg(&m)
-            .arg("-o")
-            .arg(&out),
-    );
-    out
-}
-
 fn boot(kernel: &DebianKernel, image: &Path, root: &Root, append: &str, timeout: u64) -> String {
     let opts = BootOptions {
         memory_mib: 1024,
@@ -309,8 +294,7 @@ fn boots_every_root(init: &str, append: &str, timeout: u64) {
     let Some(roots) = roots(&busybox) else {
         return;
     };
-    let dir = Scratch::new(&format!("boot-{init}"));
-    let image = generic_image(&dir, &kernel, init);
+    let image = support::generic_image(&kernel, init);
     let mut failed = Vec::new();
     for root in &roots {
         let console = boot(&kernel, &image, root, append, timeout);
@@ -345,8 +329,7 @@ fn missing_root(init: &str, rd_timeout: u64, append: &str, marker: &str) {
     let Some((_, kernel, _)) = support::require_boot_env() else {
         return;
     };
-    let dir = Scratch::new(&format!("noroot-{init}"));
-    let image = generic_image(&dir, &kernel, init);
+    let image = support::generic_image(&kernel, init);
     let uuid = "00000000-dead-beef-0000-000000000000";
     let opts = BootOptions {
         memory_mib: 1024,

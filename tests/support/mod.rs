@@ -975,3 +975,47 @@ pub fn build_for(version: &str, kmoddir: &Path) -> Command {
         .arg("--no-sync");
     cmd
 }
+
+/// The generic image with `init` for Debian's kernel, built once per test process and
+/// shared by the boot tests that take it as it is (a build of the systemd image takes
+/// seconds; the tests that boot it take it many times).
+pub fn generic_image(kernel: &DebianKernel, init: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(init) {
+        return p.clone();
+    }
+    // Kept for the whole run (other tests may be booting it); a run removes those of
+    // runs that are over.
+    let dir = DIR.get_or_init(|| {
+        let base = std::env::temp_dir().join("composer-tests");
+        for e in fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("shared-images-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let dir = base.join(format!("shared-images-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    });
+    let m = dir.join(format!("generic-{init}.toml"));
+    fs::write(&m, format!("include = [\"generic\"]\ninit = \"{init}\"\n")).unwrap();
+    let out = dir.join(format!("generic-{init}.img"));
+    run_ok(
+        build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&m)
+            .arg("-o")
+            .arg(&out),
+    );
+    built.insert(init.to_string(), out.clone());
+    out
+}
