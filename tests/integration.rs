@@ -31,6 +31,7 @@ mod gen_init_cpio_compat;
 mod golden;
 mod hooks;
 mod hostonly;
+mod hostonly_stack;
 mod inspect_diff;
 mod inspect_tools;
 mod kmod_boot;

@@ -1,0 +1,415 @@
+//! Hostonly, the real thing: a guest whose root is on md RAID1 -> LUKS2 -> LVM runs
+//! `composer build` with the hostonly profile itself, and that image boots the guest
+//! again.
+//!
+//! The root is made from this machine's programs by composer (the manifest
+//! `tests/storage/hostonly-root.toml`: the shell init's programs, cryptsetup, lvm,
+//! mdadm, busybox and composer, with their libraries), put on the stack by the makeroot
+//! guest of the storage tests, and booted with the generic image and the passphrase
+//! typed. Its /sbin/init runs the build script the test hands it with this build's
+//! composer (on a third disk): the hostonly image for Debian's kernel (the module tree
+//! on a second disk), asks `composer why` and `composer inspect`, and writes all of it
+//! as a tar to a third disk the test reads. The test then checks what the image holds
+//! and boots it on the same disks.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{self, BootOptions, DebianKernel, Scratch};
+
+const PASSPHRASE: &str = "cmp-Hostonly-Pass-2718";
+const MD_UUID: &str = "1d0c00f1:2b3e4f50:61728394:a5b6c7d8";
+const LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000f001";
+
+/// The root's /sbin/init, made once with the root: with composer.phase=build it runs
+/// the script the output disk brings (this build's, with this build's composer), else
+/// it prints the root's token.
+fn guest_init() -> String {
+    r#"#!/usr/bin/busybox sh
+b=/usr/bin/busybox
+$b mount -t proc proc /proc 2>/dev/null
+$b mount -t sysfs sysfs /sys 2>/dev/null
+$b mount -t devtmpfs devtmpfs /dev 2>/dev/null
+case "$($b cat /proc/cmdline)" in
+*composer.phase=build*)
+    $b mount -t tmpfs tmpfs /tmp
+    $b tar -xf /dev/vdd -C /tmp && $b sh /tmp/build.sh
+    ;;
+*)
+    echo "COMPOSER-ROOT-OK $($b cat /token) pid=$$"
+    ;;
+esac
+$b poweroff -f
+"#
+    .to_string()
+}
+
+/// The build the guest runs (from the output disk, beside this build's composer):
+/// the hostonly image for Debian's kernel, `composer why` and `composer inspect`,
+/// written as a tar over the same disk.
+fn guest_build(kver: &str) -> String {
+    format!(
+        r#"b=/usr/bin/busybox
+export PATH=/usr/sbin:/usr/bin HOME=/tmp
+$b mount -t tmpfs tmpfs /out
+$b mount -o ro /dev/vdc /kmod || echo "HOSTONLY-GUEST: no module disk"
+echo 'include = ["hostonly"]' > /tmp/initrd.toml
+k="--kver {kver} --kmoddir /kmod/{kver}"
+/tmp/composer build $k /tmp/initrd.toml -o /out/hostonly.img --no-sync >/out/build.log 2>&1
+echo $? >/out/build.rc
+/tmp/composer why $k /tmp/initrd.toml usr/sbin/cryptsetup usr/sbin/lvm usr/sbin/mdadm \
+    raid1 dm_crypt etc/crypttab etc/mdadm/mdadm.conf >/out/why.txt 2>&1
+/tmp/composer inspect /out/hostonly.img >/out/inspect.txt 2>&1
+$b cat /proc/self/mountinfo >/out/mountinfo
+(cd /out && $b tar -cf /dev/vdd .)
+$b sync
+echo "HOSTONLY-GUEST: built, rc $($b cat /out/build.rc)"
+"#
+    )
+}
+
+/// What the makeroot guest runs: md RAID1 -> LUKS2 -> LVM -> ext4 holding the root.
+fn makeroot_script() -> String {
+    format!(
+        r#"#!/usr/bin/busybox sh
+b=/usr/bin/busybox
+$b mkdir -p /proc /sys /dev /run/cryptsetup /run/mdadm /tmp /mnt
+$b mount -t proc proc /proc
+$b mount -t sysfs sysfs /sys
+$b mount -t devtmpfs devtmpfs /dev
+export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
+fail() {{ echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }}
+run() {{ "$@" >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail "$*"; }}; }}
+for m in virtio_pci virtio_blk dm-mod dm-crypt raid1 algif_skcipher xts ext4; do
+    /usr/sbin/modprobe $m || fail "modprobe $m"
+done
+n=0
+while [ ! -b /dev/vdb ] && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
+run /usr/sbin/mdadm --create --run --assume-clean --homehost=any /dev/md0 --metadata=1.2 \
+    --name=hostonly --level=1 --raid-devices=2 --uuid={MD_UUID} /dev/vda /dev/vdb
+run /usr/sbin/cryptsetup luksFormat --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+    --batch-mode --key-file /stage/passfile --uuid {LUKS_UUID} /dev/md0
+run /usr/sbin/cryptsetup open --key-file /stage/passfile /dev/md0 hostcrypt
+run /usr/sbin/lvm pvcreate -y /dev/mapper/hostcrypt
+run /usr/sbin/lvm vgcreate cmphost /dev/mapper/hostcrypt
+run /usr/sbin/lvm lvcreate -y -Zn -l 100%FREE -n root cmphost
+run /usr/sbin/mke2fs -q -t ext4 -E nodiscard -L cmp-hostonly /dev/cmphost/root
+run $b mount /dev/cmphost/root /mnt
+cd /mnt && $b cpio -idm < /stage/root.cpio >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail cpio; }}
+cd /
+run $b umount /mnt
+run /usr/sbin/lvm vgchange -an cmphost
+run /usr/sbin/cryptsetup close hostcrypt
+run /usr/sbin/mdadm --stop /dev/md0
+$b sync
+echo MAKEROOT-OK
+$b poweroff -f
+"#
+    )
+}
+
+/// The two RAID members with the root on them, and the module tree's disk; made once
+/// into the test assets. Returns the assets' directory.
+fn make_disks(kernel: &DebianKernel) -> Option<PathBuf> {
+    for (tool, pkg) in [
+        ("cryptsetup", "cryptsetup-bin"),
+        ("lvm", "lvm2"),
+        ("mdadm", "mdadm"),
+        ("thin_check", "thin-provisioning-tools"),
+        ("mke2fs", "e2fsprogs"),
+        ("tar", "tar"),
+    ] {
+        support::require_tool(tool, pkg)?;
+    }
+    support::cached_asset("hostonly-stack-v2", |dir| {
+        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let work = dir.join("work");
+        let stage = work.join("stage");
+        fs::create_dir_all(&stage).map_err(|e| e.to_string())?;
+        let token = crate::boot_root::token("hostonly");
+        fs::write(work.join("token"), format!("{token}\n")).map_err(|e| e.to_string())?;
+        fs::write(dir.join("token"), &token).map_err(|e| e.to_string())?;
+        fs::write(work.join("init"), guest_init()).map_err(|e| e.to_string())?;
+        // The root's crypttab names the volume as the administrator would.
+        fs::write(
+            work.join("crypttab"),
+            format!("hostcrypt UUID={LUKS_UUID} none luks,discard\n"),
+        )
+        .map_err(|e| e.to_string())?;
+        let manifest =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/hostonly-root.toml");
+        let mut build = support::composer();
+        build.arg("build").arg(&manifest);
+        for (k, v) in [
+            ("composer", PathBuf::from(env!("CARGO_BIN_EXE_composer"))),
+            ("init", work.join("init")),
+            ("token", work.join("token")),
+            ("crypttab", work.join("crypttab")),
+        ] {
+            build.arg("--set").arg(format!("{k}={}", v.display()));
+        }
+        support::try_run(build.args(["--no-sync", "-o"]).arg(stage.join("root.cpio")))?;
+        fs::write(stage.join("passfile"), PASSPHRASE).map_err(|e| e.to_string())?;
+        let script = work.join("makeroot.sh");
+        fs::write(&script, makeroot_script()).map_err(|e| e.to_string())?;
+        let image = work.join("makeroot.img");
+        let makeroot = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/makeroot.toml");
+        support::try_run(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&makeroot)
+                .arg("--set")
+                .arg(format!("script={}", script.display()))
+                .arg("--set")
+                .arg(format!("stage={}", stage.display()))
+                .arg("-o")
+                .arg(&image),
+        )?;
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        for name in ["raid-a", "raid-b"] {
+            let disk = dir.join(format!("{name}.img"));
+            fs::File::create(&disk)
+                .and_then(|f| f.set_len(384 << 20))
+                .map_err(|e| e.to_string())?;
+            args.push("-drive".into());
+            args.push(format!("file={},format=raw,if=virtio", disk.display()).into());
+        }
+        let r = support::qemu_boot_with(
+            kernel,
+            &image,
+            &BootOptions {
+                memory_mib: 2048,
+                extra_args: args,
+                timeout: Duration::from_secs(900),
+                ..BootOptions::default()
+            },
+        );
+        eprintln!(
+            "--- hostonly makeroot ({:.1} s) ---\n{}",
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        // (The line may start with the firmware's terminal codes.)
+        if !r
+            .console
+            .lines()
+            .any(|l| l.trim_end().ends_with("MAKEROOT-OK"))
+        {
+            panic!("the makeroot guest did not make the hostonly root (its console is above)");
+        }
+        // The module tree, as the guest's composer reads it (`--kmoddir`).
+        support::try_run(
+            Command::new("mke2fs")
+                .args(["-q", "-t", "ext4", "-d"])
+                .arg(kernel.modules_dir().parent().unwrap())
+                .arg(dir.join("kmod.img"))
+                .arg("1G"),
+        )?;
+        fs::remove_dir_all(&work).map_err(|e| e.to_string())
+    })
+}
+
+fn drive(path: &Path, snapshot: bool) -> [std::ffi::OsString; 2] {
+    let snap = if snapshot { ",snapshot=on" } else { "" };
+    [
+        "-drive".into(),
+        format!("file={},format=raw,if=virtio{snap}", path.display()).into(),
+    ]
+}
+
+/// The modules an `composer inspect` listing holds.
+fn modules(inspect: &str) -> BTreeSet<String> {
+    inspect
+        .lines()
+        .filter(|l| l.contains("lib/modules/") && l.contains(".ko"))
+        .filter_map(|l| {
+            let file = l.split_whitespace().last()?.rsplit('/').next()?;
+            Some(file.split(".ko").next()?.replace('-', "_"))
+        })
+        .collect()
+}
+
+#[test]
+fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
+    let Some((_, kernel, _)) = support::require_boot_env() else {
+        return;
+    };
+    if !support::require_root() {
+        return;
+    }
+    let Some(dir) = make_disks(&kernel) else {
+        return;
+    };
+    let token = fs::read_to_string(dir.join("token")).unwrap();
+    let scratch = Scratch::new("hostonly-stack");
+    // The output disk first brings the guest this build's composer and script.
+    let out = scratch.join("out.tar");
+    let tools = scratch.join("tools");
+    fs::create_dir_all(&tools).unwrap();
+    fs::copy(env!("CARGO_BIN_EXE_composer"), tools.join("composer")).unwrap();
+    fs::write(tools.join("build.sh"), guest_build(&kernel.version)).unwrap();
+    support::run_ok(
+        Command::new("tar")
+            .arg("-cf")
+            .arg(&out)
+            .arg("-C")
+            .arg(&tools)
+            .args(["composer", "build.sh"]),
+    );
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&out)
+        .and_then(|f| f.set_len(256 << 20))
+        .unwrap();
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    args.extend(drive(&dir.join("raid-a.img"), true));
+    args.extend(drive(&dir.join("raid-b.img"), true));
+    args.extend(drive(&dir.join("kmod.img"), true));
+    args.extend(drive(&out, false));
+    let stack = format!("root=/dev/cmphost/root rd.luks.uuid={LUKS_UUID} rd.timeout=120");
+    let answers = vec![(
+        "Enter passphrase for".to_string(),
+        format!("{PASSPHRASE}\n"),
+    )];
+    // The generic image boots the guest, whose init builds the hostonly image.
+    let generic = support::generic_image(&kernel, "shell");
+    let r = support::qemu_boot_with(
+        &kernel,
+        &generic,
+        &BootOptions {
+            memory_mib: 2048,
+            extra_append: format!("{stack} composer.phase=build"),
+            extra_args: args.clone(),
+            timeout: Duration::from_secs(900),
+            answers: answers.clone(),
+            ..BootOptions::default()
+        },
+    );
+    eprintln!(
+        "--- build in the guest ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(
+        r.console.contains("HOSTONLY-GUEST: built"),
+        "the guest did not get to build"
+    );
+    let got = scratch.join("got");
+    fs::create_dir_all(&got).unwrap();
+    support::run_ok(Command::new("tar").arg("-xf").arg(&out).arg("-C").arg(&got));
+    let read = |n: &str| fs::read_to_string(got.join(n)).unwrap_or_default();
+    eprintln!(
+        "--- build.log ---\n{}\n--- why ---\n{}\n--- mountinfo ---\n{}",
+        read("build.log"),
+        read("why.txt"),
+        read("mountinfo")
+    );
+    assert_eq!(
+        read("build.rc").trim(),
+        "0",
+        "the hostonly build failed in the guest"
+    );
+    let inspect = read("inspect.txt");
+    // The stack's programs and modules, and no storage driver the guest lacks.
+    for program in ["usr/sbin/cryptsetup", "usr/sbin/lvm", "usr/sbin/mdadm"] {
+        assert!(
+            inspect.lines().any(|l| l.trim_end().ends_with(program)),
+            "the hostonly image has no {program}"
+        );
+    }
+    for config in ["etc/crypttab", "etc/mdadm/mdadm.conf", "etc/lvm/lvm.conf"] {
+        assert!(
+            inspect.lines().any(|l| l.trim_end().ends_with(config)),
+            "the hostonly image has no {config}"
+        );
+    }
+    let mods = modules(&inspect);
+    eprintln!("hostonly modules: {mods:?}");
+    for m in ["dm_crypt", "raid1", "virtio_blk", "ext4"] {
+        assert!(mods.contains(m), "the hostonly image lacks {m}");
+    }
+    for other in [
+        "ahci",
+        "nvme",
+        "sd_mod",
+        "virtio_scsi",
+        "raid456",
+        "raid10",
+        "dm_thin_pool",
+        "btrfs",
+        "xfs",
+        "usb_storage",
+        "mptsas",
+    ] {
+        assert!(
+            !mods.contains(other),
+            "the hostonly image has {other}, which the guest does not use"
+        );
+    }
+    // `composer why` names the layer behind the stack's modules, programs and files:
+    // one block per target, from its `/path (size)` line to the next.
+    let why = read("why.txt");
+    let mut blocks: Vec<String> = Vec::new();
+    for l in why.lines() {
+        if l.starts_with('/') {
+            blocks.push(String::new());
+        }
+        if let Some(b) = blocks.last_mut() {
+            b.push_str(l);
+            b.push('\n');
+        }
+    }
+    for (target, layer) in [
+        ("/usr/sbin/cryptsetup", "LUKS luks-"),
+        ("/usr/sbin/lvm", "LVM volume cmphost/root"),
+        ("/usr/sbin/mdadm", "md array md127 (raid1, 1.2)"),
+        ("/raid1.ko", "md array md127 (raid1, 1.2)"),
+        ("/dm-crypt.ko", "LUKS luks-"),
+        ("/etc/crypttab", "[stack]"),
+        ("/etc/mdadm/mdadm.conf", "[stack]"),
+    ] {
+        let block = blocks
+            .iter()
+            .find(|b| {
+                b.lines()
+                    .next()
+                    .is_some_and(|h| h.split(' ').next().unwrap_or("").ends_with(target))
+            })
+            .unwrap_or_else(|| panic!("`composer why` does not explain {target}:\n{why}"));
+        assert!(
+            block.contains(layer),
+            "`composer why` gives {target} no `{layer}`:\n{block}"
+        );
+    }
+
+    // The hostonly image boots the guest it was built in.
+    let image = got.join("hostonly.img");
+    let r = support::qemu_boot_with(
+        &kernel,
+        &image,
+        &BootOptions {
+            memory_mib: 1024,
+            extra_append: stack,
+            extra_args: args[..6].to_vec(),
+            timeout: Duration::from_secs(600),
+            answers,
+            ..BootOptions::default()
+        },
+    );
+    eprintln!(
+        "--- hostonly boot ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(
+        r.console
+            .contains(&format!("COMPOSER-ROOT-OK {token} pid=1")),
+        "the hostonly image did not boot the guest it was built in"
+    );
+    assert!(
+        !r.console.contains(PASSPHRASE),
+        "the passphrase shows on the console"
+    );
+}
