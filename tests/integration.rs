@@ -16,6 +16,7 @@ mod book_reference;
 mod boot_list;
 mod boot_root;
 mod boot_storage;
+mod boot_tpm2;
 mod boot_usr;
 mod cli;
 mod deb_package;

@@ -12,6 +12,7 @@ use super::model::HwcapsSpec;
 use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
 use crate::resolve::elf::{self, BinaryRequest, ElfOptions, Hwcaps, Item};
+use crate::resolve::root::Root;
 
 /// The resolver's options from the merged `[elf]` settings.
 pub(super) fn options(loaded: &Loaded) -> ElfOptions {
@@ -40,9 +41,65 @@ pub(super) fn program(name: &str, optional: bool, origin: Origin) -> BinaryReque
     BinaryRequest::program(name).optional(optional).at(origin)
 }
 
-/// A library named in `[elf] libraries`.
-pub(super) fn library(soname: &str, origin: Origin) -> BinaryRequest {
-    BinaryRequest::library(soname).at(origin)
+/// A library named in `[elf] libraries` (or `libraries_if_present`).
+pub(super) fn library(soname: &str, if_present: bool, origin: Origin) -> BinaryRequest {
+    let r = BinaryRequest::library(soname).at(origin);
+    if if_present {
+        r.if_present()
+    } else {
+        r
+    }
+}
+
+/// The most paths one library pattern names.
+const MAX_LIBRARY_MATCHES: usize = 64;
+/// The most paths a library pattern considers on its way.
+const MAX_CANDIDATES: usize = 4096;
+/// The most entries of one directory a library pattern reads.
+const MAX_DIR_ENTRIES: usize = 100_000;
+
+/// The paths inside `root` a library path with `*`, `?` or `[` in its
+/// components names (cryptsetup's token plugins live in a directory named
+/// after the architecture: `/usr/lib/*/cryptsetup/libcryptsetup-token-*.so`),
+/// sorted, at most [`MAX_LIBRARY_MATCHES`]; a soname or a plain path is
+/// itself. Directories are looked up inside the root, never out of it.
+pub(super) fn expand_library(root: &Root, pattern: &str, origin: &Origin) -> Result<Vec<String>> {
+    let wild = |c: &str| c.contains(['*', '?', '[']);
+    if !pattern.starts_with('/') || !wild(pattern) {
+        return Ok(vec![pattern.to_string()]);
+    }
+    let mut paths = vec![String::new()];
+    for comp in pattern.split('/').filter(|c| !c.is_empty()) {
+        if !wild(comp) {
+            for p in &mut paths {
+                p.push('/');
+                p.push_str(comp);
+            }
+            continue;
+        }
+        let m = crate::glob::matcher(comp, crate::glob::Separator::Literal, origin)?;
+        let mut next = Vec::new();
+        for p in &paths {
+            let dir = if p.is_empty() { "/" } else { p.as_str() };
+            let Some(Ok(rd)) = root.host_of(Path::new(dir), true).map(std::fs::read_dir) else {
+                continue;
+            };
+            let mut names: Vec<String> = rd
+                .take(MAX_DIR_ENTRIES)
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| m.is_match(n))
+                .collect();
+            names.sort();
+            next.extend(names.into_iter().map(|n| format!("{p}/{n}")));
+        }
+        next.truncate(MAX_CANDIDATES);
+        paths = next;
+    }
+    // Only what is there: a directory the pattern matched may not hold the rest.
+    paths.retain(|p| root.host_of(Path::new(p), true).is_some_and(|h| h.exists()));
+    paths.truncate(MAX_LIBRARY_MATCHES);
+    Ok(paths)
 }
 
 /// Resolves every request: the files and symlinks they need, and the
@@ -107,4 +164,63 @@ pub(super) fn add_all(
         added.push(b);
     }
     Ok((added, Some(res)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_patterns_name_what_the_root_has() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        for arch in ["aarch64-linux-gnu", "x86_64-linux-gnu", "zz-none"] {
+            std::fs::create_dir_all(r.join("usr/lib").join(arch)).unwrap();
+        }
+        for arch in ["aarch64-linux-gnu", "x86_64-linux-gnu"] {
+            let dir = r.join("usr/lib").join(arch).join("cryptsetup");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("libcryptsetup-token-systemd-tpm2.so"), "").unwrap();
+            std::fs::write(dir.join("libcryptsetup-token-systemd-fido2.so"), "").unwrap();
+        }
+        // A link out of the root is looked up inside it.
+        std::os::unix::fs::symlink("/usr", r.join("usr/lib/escape")).unwrap();
+        let root = Root::new(r);
+        let o = Origin::new("m.toml".into(), 1, 1);
+        let got = expand_library(
+            &root,
+            "/usr/lib/*/cryptsetup/libcryptsetup-token-*-tpm2.so",
+            &o,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                "/usr/lib/aarch64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so",
+                "/usr/lib/x86_64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so"
+            ]
+        );
+        // Sonames and plain paths are themselves; a pattern matching nothing is nothing.
+        assert_eq!(
+            expand_library(&root, "libfoo.so.1", &o).unwrap(),
+            ["libfoo.so.1"]
+        );
+        assert!(expand_library(&root, "/usr/lib/*/none/*.so", &o)
+            .unwrap()
+            .is_empty());
+        // A bad pattern is an error at its line.
+        assert!(expand_library(&root, "/usr/lib/[/x.so", &o).is_err());
+        // Many matches: at most MAX_LIBRARY_MATCHES.
+        let many = r.join("usr/lib/many");
+        std::fs::create_dir_all(&many).unwrap();
+        for i in 0..200 {
+            std::fs::write(many.join(format!("lib{i}.so")), "").unwrap();
+        }
+        assert_eq!(
+            expand_library(&root, "/usr/lib/many/*.so", &o)
+                .unwrap()
+                .len(),
+            MAX_LIBRARY_MATCHES
+        );
+    }
 }

@@ -390,11 +390,24 @@ impl Lowerer<'_> {
 
     fn rules(&mut self, doc: &Doc, mut t: Taken) -> Result<()> {
         if let Some(elf) = &doc.manifest.elf {
-            for lib in &elf.libraries {
-                let name = self.string(doc, lib)?;
-                let origin = Self::origin(doc, lib.pos, &format!("library {name}"));
-                self.binary_requests
-                    .push(super::binaries::library(&name, origin));
+            let libs = elf.libraries.iter().map(|l| (l, false));
+            let if_present = elf.libraries_if_present.iter().map(|l| (l, true));
+            for (lib, if_present) in libs.chain(if_present) {
+                let pattern = self.string(doc, lib)?;
+                let at = Self::origin(doc, lib.pos, &format!("library {pattern}"));
+                let names = super::binaries::expand_library(&self.root, &pattern, &at)?;
+                if names.is_empty() && !if_present {
+                    return Err(Error::at(
+                        at,
+                        format!("library pattern `{pattern}` names no file in the root"),
+                    )
+                    .with_hint("use libraries_if_present for libraries a root may lack"));
+                }
+                for name in names {
+                    let origin = Self::origin(doc, lib.pos, &format!("library {name}"));
+                    self.binary_requests
+                        .push(super::binaries::library(&name, if_present, origin));
+                }
             }
         }
         self.made.reserve(t.items());

@@ -462,6 +462,11 @@ pub struct ElfSettings {
     /// dependencies.
     #[serde(default)]
     pub libraries: Vec<Spanned<String>>,
+    /// Libraries by soname taken, as `libraries`, when the root has them,
+    /// without a word when it does not (those systemd loads at run time for
+    /// an optional feature, such as the TPM2 libraries).
+    #[serde(default)]
+    pub libraries_if_present: Vec<Spanned<String>>,
 }
 
 /// `true`, `false`, or a list of glibc-hwcaps subdirectory names.

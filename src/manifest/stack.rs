@@ -132,6 +132,30 @@ fn from_stack(stack: &Stack, keyfiles: bool, origin: &Origin, root: &Path) -> Re
             found.programs.push(BinaryRequest::program(p).at(o));
         }
     }
+    // The libraries they load at run time (TPM2): said when missing.
+    let mut libraries: Vec<String> = Vec::new();
+    for need in crate::stack::needs(stack) {
+        for l in &need.libraries {
+            if libraries.contains(l) {
+                continue;
+            }
+            libraries.push(l.clone());
+            let o = origin.with_rule(format!("[stack] {}", need.reason));
+            let names = super::binaries::expand_library(&Root::new(root), l, &o)?;
+            if names.is_empty() {
+                found.warnings.push(Warning {
+                    origin: Some(o.clone()),
+                    message: format!("[stack]: no `{l}` in the root ({})", need.reason),
+                    details: Vec::new(),
+                });
+            }
+            for name in names {
+                found
+                    .programs
+                    .push(BinaryRequest::library(name).optional(true).at(o.clone()));
+            }
+        }
+    }
     let has = |f: fn(&Layer) -> bool| stack.layers.iter().any(|l| f(&l.kind));
     let mut files: Vec<(String, Vec<u8>, &str)> = Vec::new();
     if has(|k| matches!(k, Layer::Crypt(_))) {
@@ -336,6 +360,37 @@ mod tests {
             .find(|a| a.dest == b"/etc/crypttab")
             .unwrap();
         assert!(file_text(tab).contains("/etc/keys/root.key"));
+
+        // A volume the root's crypttab unlocks with the TPM: the TPM2 libraries
+        // (said when missing) and drivers.
+        let tab = format!("cryptroot UUID={LUKS_UUID} none luks,tpm2-device=auto\n");
+        let tpm = f.read(&root_on("253:1", "ext4", "/dev/mapper/vg-root"), &tab);
+        let found = from_stack(&tpm, false, &origin, root.path()).unwrap();
+        let libs: Vec<String> = found
+            .programs
+            .iter()
+            .filter(|p| p.kind == crate::resolve::elf::RequestKind::Library)
+            .map(|p| p.name.display().to_string())
+            .collect();
+        // (The token plugin's pattern names nothing in this empty root: said.)
+        assert_eq!(libs, crate::stack::TPM2_LIBRARIES[1..]);
+        assert!(found
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("libcryptsetup-token-systemd-tpm2.so")));
+        assert!(found
+            .programs
+            .iter()
+            .all(|p| p.optional == (p.kind == crate::resolve::elf::RequestKind::Library)));
+        let n = crate::stack::needs(&tpm);
+        let c = n.iter().find(|n| n.reason.starts_with("LUKS ")).unwrap();
+        assert!(
+            c.modules.iter().any(|m| m == "tpm_tis") && c.modules.iter().any(|m| m == "tpm_crb")
+        );
+        assert!(n
+            .iter()
+            .filter(|n| !n.reason.starts_with("LUKS "))
+            .all(|n| n.libraries.is_empty()));
 
         // A plain root: nothing.
         let plain = Fake::new();

@@ -98,14 +98,30 @@ pub fn ciphers_of(buf: &[u8]) -> Vec<String> {
     out
 }
 
-/// The ciphers of the LUKS device at `path` (a block device; a regular
+/// What a LUKS header says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    pub ciphers: Vec<String>,
+    /// A `systemd-tpm2` token is enrolled.
+    pub tpm2: bool,
+}
+
+/// The header of the LUKS device at `path` (a block device; a regular
 /// file in tests): at most two bounded reads.
-pub fn read_ciphers(path: &Path) -> Vec<String> {
-    let Some(head) = read_device(path, 0, 16) else {
-        return Vec::new();
+pub fn read_header(path: &Path) -> Header {
+    let Some(buf) = read_header_bytes(path) else {
+        return Header::default();
     };
+    Header {
+        ciphers: ciphers_of(&buf),
+        tpm2: has_tpm2_token(&buf),
+    }
+}
+
+fn read_header_bytes(path: &Path) -> Option<Vec<u8>> {
+    let head = read_device(path, 0, 16)?;
     if head.len() < 16 || head[..6] != MAGIC[..] {
-        return Vec::new();
+        return None;
     }
     let len = match u16::from_be_bytes([head[6], head[7]]) {
         1 => 72,
@@ -116,7 +132,17 @@ pub fn read_ciphers(path: &Path) -> Vec<String> {
                 .clamp(4096, 4096 + MAX_JSON)
         }
     };
-    read_device(path, 0, len).map_or_else(Vec::new, |b| ciphers_of(&b))
+    read_device(path, 0, len)
+}
+
+/// Whether the LUKS2 header in `buf` holds a `systemd-tpm2` token (a key
+/// slot enrolled with `systemd-cryptenroll --tpm2-device`).
+pub fn has_tpm2_token(buf: &[u8]) -> bool {
+    buf.get(..8) == Some(b"LUKS\xba\xbe\x00\x02".as_slice())
+        && buf.get(4096..).is_some_and(|json| {
+            let key = b"\"systemd-tpm2\"";
+            cstr(json).windows(key.len()).any(|w| w == key)
+        })
 }
 
 /// The kernel module names and aliases a cipher specification asks for:
@@ -192,10 +218,28 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("luks2");
         std::fs::write(&p, luks2(json, 16384)).unwrap();
-        assert_eq!(read_ciphers(&p).len(), 2);
+        assert_eq!(read_header(&p).ciphers.len(), 2);
         let p1 = d.path().join("luks1");
         std::fs::write(&p1, luks1("aes", "cbc-essiv:sha256")).unwrap();
-        assert_eq!(read_ciphers(&p1), ["aes-cbc-essiv:sha256"]);
+        assert_eq!(read_header(&p1).ciphers, ["aes-cbc-essiv:sha256"]);
+    }
+
+    #[test]
+    fn a_tpm2_token_is_seen() {
+        let json = r#"{"tokens":{"0":{"type":"systemd-tpm2","keyslots":["1"]}},"segments":{"0":{"encryption":"aes-xts-plain64"}}}"#;
+        assert!(has_tpm2_token(&luks2(json, 16384)));
+        assert!(!has_tpm2_token(&luks2(r#"{"tokens":{}}"#, 16384)));
+        assert!(!has_tpm2_token(&luks1("aes", "xts-plain64")));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("h");
+        std::fs::write(&p, luks2(json, 16384)).unwrap();
+        assert_eq!(
+            read_header(&p),
+            Header {
+                ciphers: vec!["aes-xts-plain64".into()],
+                tpm2: true
+            }
+        );
     }
 
     #[test]
@@ -224,11 +268,11 @@ mod tests {
         h[8..16].copy_from_slice(&u64::MAX.to_be_bytes());
         std::fs::write(&p, &h).unwrap();
         // The header claims 16 EiB: at most MAX_JSON is read, and it is found.
-        assert_eq!(read_ciphers(&p), ["aes-xts-plain64"]);
+        assert_eq!(read_header(&p).ciphers, ["aes-xts-plain64"]);
         let fifo = d.path().join("fifo");
         let c = std::ffi::CString::new(fifo.as_os_str().to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        assert!(read_ciphers(&fifo).is_empty());
+        assert!(read_header(&fifo).ciphers.is_empty());
     }
 
     #[test]

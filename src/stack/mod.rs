@@ -78,7 +78,7 @@ pub use model::{
     BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId,
     Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Stack,
 };
-pub use needs::{describe, needs, Need};
+pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;
 pub use sysfs::{
     mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH, MAX_ENTRIES,

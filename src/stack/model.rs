@@ -107,6 +107,8 @@ pub struct Crypt {
     /// The ciphers its LUKS header names (`aes-xts-plain64`): the data's
     /// and the key slots'. Empty when the header was not read.
     pub ciphers: Vec<String>,
+    /// The header holds a systemd-tpm2 token (TPM2 unlock).
+    pub tpm2_token: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! What each layer needs in the image: kernel modules (as modprobe names
 //! or aliases), programs, and a reason naming the layer.
 
-use super::model::{CryptKind, Kind, LayerId, LvKind, Stack};
+use super::model::{Crypt, CryptKind, Kind, LayerId, LvKind, Stack};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Need {
@@ -11,6 +11,9 @@ pub struct Need {
     pub modules: Vec<String>,
     /// Programs the init needs to bring the layer up (`cryptsetup`, `lvm`).
     pub programs: Vec<String>,
+    /// Libraries by soname that those load at run time (the TPM2 ones for
+    /// a volume unlocked by the TPM).
+    pub libraries: Vec<String>,
     /// The layer and what sits on it:
     /// `md array md0 (raid1, 1.2) under LUKS luks-...`.
     pub reason: String,
@@ -77,6 +80,51 @@ fn md_module(level: &str) -> Option<&'static str> {
     })
 }
 
+/// The libraries systemd-cryptsetup loads for TPM2 unlock: cryptsetup's
+/// token plugin (a path pattern: its directory is named after the
+/// architecture), the tpm2-tss libraries, and the device transport those
+/// load by name.
+pub const TPM2_LIBRARIES: [&str; 5] = [
+    "/usr/lib/*/cryptsetup/libcryptsetup-token-systemd-tpm2.so",
+    "libtss2-esys.so.0",
+    "libtss2-rc.so.0",
+    "libtss2-mu.so.0",
+    "libtss2-tcti-device.so.0",
+];
+
+/// Whether the volume is unlocked with the TPM: its header holds a
+/// systemd-tpm2 token, or the root's crypttab line asks for `tpm2-device=`.
+fn uses_tpm2(stack: &Stack, c: &Crypt) -> bool {
+    c.tpm2_token
+        || c.crypttab
+            .and_then(|i| stack.crypttab.get(i))
+            .is_some_and(|l| {
+                l.options
+                    .split(',')
+                    .any(|o| o.trim().starts_with("tpm2-device="))
+            })
+}
+
+/// A LUKS layer's modules and programs: cryptsetup decrypts key slots
+/// through the crypto user interface; dm-crypt asks for the data's cipher
+/// by name. A header that could not be read: LUKS2's default cipher.
+fn crypt_needs(c: &Crypt) -> (Vec<String>, Vec<String>) {
+    let mut m = strings(&["dm-mod", "dm-crypt", "algif_skcipher"]);
+    let ciphers = if c.ciphers.is_empty() {
+        vec!["aes-xts-plain64".to_string()]
+    } else {
+        c.ciphers.clone()
+    };
+    for spec in &ciphers {
+        for q in super::luks::modules_of(spec) {
+            if !m.contains(&q) {
+                m.push(q);
+            }
+        }
+    }
+    (m, strings(&["cryptsetup", "dmsetup"]))
+}
+
 /// One need for each layer under the mounts, top-down.
 pub fn needs(stack: &Stack) -> Vec<Need> {
     stack
@@ -84,6 +132,7 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
         .into_iter()
         .map(|id| {
             let l = &stack.layers[id];
+            let mut libraries = Vec::new();
             let (modules, programs) = match &l.kind {
                 Kind::Filesystem(f) => (
                     vec![format!("fs-{}", f.fstype)],
@@ -110,25 +159,13 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                     }
                     (m, p)
                 }
-                Kind::Crypt(c) => {
-                    // cryptsetup decrypts key slots through the crypto user
-                    // interface; dm-crypt asks for the data's cipher by name.
-                    // A header that could not be read: LUKS2's default.
-                    let mut m = strings(&["dm-mod", "dm-crypt", "algif_skcipher"]);
-                    let ciphers = if c.ciphers.is_empty() {
-                        vec!["aes-xts-plain64".to_string()]
-                    } else {
-                        c.ciphers.clone()
-                    };
-                    for spec in &ciphers {
-                        for q in super::luks::modules_of(spec) {
-                            if !m.contains(&q) {
-                                m.push(q);
-                            }
-                        }
-                    }
-                    (m, strings(&["cryptsetup", "dmsetup"]))
+                Kind::Crypt(c) if uses_tpm2(stack, c) => {
+                    let (mut m, p) = crypt_needs(c);
+                    m.extend(strings(&["tpm_tis", "tpm_crb"]));
+                    libraries = strings(&TPM2_LIBRARIES);
+                    (m, p)
                 }
+                Kind::Crypt(c) => crypt_needs(c),
                 Kind::Md(m) => (
                     md_module(&m.level).into_iter().map(String::from).collect(),
                     strings(&["mdadm"]),
@@ -154,6 +191,7 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                 layer: id,
                 modules,
                 programs,
+                libraries,
                 reason,
             }
         })

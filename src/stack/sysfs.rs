@@ -367,18 +367,20 @@ impl<'a> Reader<'a> {
                 .then(|| dashed(rest.get(..32)?))
                 .flatten();
             // The ciphers, from the LUKS header of the device below.
-            let ciphers = match (&kind, self.src.dev, below.first()) {
+            let header = match (&kind, self.src.dev, below.first()) {
                 (CryptKind::Luks1 | CryptKind::Luks2, Some(dev), Some(&b)) => self
                     .node_of(dev, b)
-                    .map_or_else(Vec::new, |(node, _)| super::luks::read_ciphers(&node)),
-                _ => Vec::new(),
+                    .map(|(node, _)| super::luks::read_header(&node))
+                    .unwrap_or_default(),
+                _ => Default::default(),
             };
             return Kind::Crypt(Crypt {
                 name,
                 kind,
                 luks_uuid,
                 crypttab: None,
-                ciphers,
+                ciphers: header.ciphers,
+                tpm2_token: header.tpm2,
             });
         }
         if let Some(rest) = uuid.strip_prefix("LVM-") {

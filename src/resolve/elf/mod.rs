@@ -99,6 +99,9 @@ pub fn resolve_all(requests: &[BinaryRequest], opts: &ElfOptions) -> Resolution 
             if (p.fatal && !r.request.optional) || (!p.fatal && !r.included) {
                 continue;
             }
+            if p.fatal && p.from.is_none() && r.request.if_present {
+                continue;
+            }
             let mut message = format!("{}: {}", r.request.name.display(), res.describe(i, p));
             if p.fatal {
                 message.push_str(" (optional entry left out)");

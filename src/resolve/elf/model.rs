@@ -68,6 +68,9 @@ pub struct BinaryRequest {
     /// A missing program or library is a warning, and the request adds
     /// nothing, instead of an error.
     pub optional: bool,
+    /// An optional request taken when the root has it, without a word when
+    /// it does not (a missing dependency of what is found is still said).
+    pub if_present: bool,
     /// Where the request was written (manifest line), for errors and `why`.
     pub origin: Option<Origin>,
 }
@@ -78,6 +81,7 @@ impl BinaryRequest {
             name: name.into(),
             kind: RequestKind::Program,
             optional: false,
+            if_present: false,
             origin: None,
         }
     }
@@ -91,6 +95,13 @@ impl BinaryRequest {
 
     pub fn optional(mut self, optional: bool) -> Self {
         self.optional = optional;
+        self
+    }
+
+    /// Optional, and quiet when the root does not have it.
+    pub fn if_present(mut self) -> Self {
+        self.optional = true;
+        self.if_present = true;
         self
     }
 

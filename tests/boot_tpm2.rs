@@ -1,0 +1,272 @@
+//! TPM2 unlock with the systemd init: a LUKS2 root enrolled with
+//! `systemd-cryptenroll --tpm2-device=auto` inside a guest (swtpm as QEMU's TPM) opens
+//! with no prompt when the TPM is there, and asks for the passphrase when it is not.
+//!
+//! The makeroot guest (`tests/storage/makeroot-tpm2.toml`: the storage tests' makeroot
+//! with systemd-cryptenroll and the tpm2-tss libraries) formats the volume and enrolls
+//! it with no PCR binding (the guests that boot it load other initrds, so their PCRs
+//! differ from the makeroot guest's). The TPM's state is kept with the disk; each boot
+//! runs on a copy of it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{self, BootOptions, DebianKernel, Scratch};
+
+const PASSPHRASE: &str = "cmp-Tpm2-Pass-1618";
+const LUKS_UUID: &str = "5a1e0002-0000-4000-8000-0000000f7002";
+const FS_UUID: &str = "5a1e0002-0000-4000-8000-0000000f5002";
+
+/// A software TPM for one guest, stopped when dropped.
+struct Swtpm {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Swtpm {
+    /// Starts swtpm on the TPM state in `state`.
+    fn start(swtpm: &Path, state: &Path) -> Result<Swtpm, String> {
+        let socket = state.join("swtpm.sock");
+        let _ = fs::remove_file(&socket);
+        let child = Command::new(swtpm)
+            .args(["socket", "--tpm2", "--tpmstate"])
+            .arg(format!("dir={}", state.display()))
+            .arg("--ctrl")
+            .arg(format!("type=unixio,path={}", socket.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("swtpm: {e}"))?;
+        let t = Swtpm { child, socket };
+        let start = Instant::now();
+        while !t.socket.exists() {
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err("swtpm made no socket in 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(t)
+    }
+
+    /// qemu's arguments for a TIS TPM on this swtpm.
+    fn qemu_args(&self) -> Vec<std::ffi::OsString> {
+        [
+            "-chardev".to_string(),
+            format!("socket,id=chrtpm,path={}", self.socket.display()),
+            "-tpmdev".into(),
+            "emulator,id=tpm0,chardev=chrtpm".into(),
+            "-device".into(),
+            "tpm-tis,tpmdev=tpm0".into(),
+        ]
+        .into_iter()
+        .map(Into::into)
+        .collect()
+    }
+}
+
+impl Drop for Swtpm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn makeroot_script() -> String {
+    format!(
+        r#"#!/usr/bin/busybox sh
+b=/usr/bin/busybox
+$b mkdir -p /proc /sys /dev /run/cryptsetup /tmp /mnt
+$b mount -t proc proc /proc
+$b mount -t sysfs sysfs /sys
+$b mount -t devtmpfs devtmpfs /dev
+export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
+fail() {{ echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }}
+run() {{ "$@" >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail "$*"; }}; }}
+for m in virtio_pci virtio_blk dm-mod dm-crypt algif_skcipher xts ext4; do
+    /usr/sbin/modprobe $m || fail "modprobe $m"
+done
+n=0
+while {{ [ ! -b /dev/vda ] || [ ! -c /dev/tpmrm0 ]; }} && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
+[ -c /dev/tpmrm0 ] || fail "no TPM (/dev/tpmrm0)"
+run /usr/sbin/cryptsetup luksFormat --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+    --batch-mode --key-file /stage/passfile --uuid {LUKS_UUID} /dev/vda
+export PASSWORD="$($b cat /stage/passfile)"
+run /usr/bin/systemd-cryptenroll --tpm2-device=auto --tpm2-pcrs= /dev/vda
+unset PASSWORD
+run /usr/sbin/cryptsetup luksDump /dev/vda
+$b grep -q systemd-tpm2 /tmp/out || fail "no systemd-tpm2 token after enrolling"
+run /usr/sbin/cryptsetup open --key-file /stage/passfile /dev/vda root
+run /usr/sbin/mke2fs -q -t ext4 -E nodiscard -U {FS_UUID} -d /stage/tpm2 /dev/mapper/root
+run /usr/sbin/cryptsetup close root
+$b sync
+echo MAKEROOT-OK
+$b poweroff -f
+"#
+    )
+}
+
+/// The enrolled disk and the TPM's state, made once into the test assets: (dir,
+/// token).
+fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf, String)> {
+    for (tool, pkg) in [
+        ("cryptsetup", "cryptsetup-bin"),
+        ("systemd-cryptenroll", "systemd"),
+        ("mke2fs", "e2fsprogs"),
+    ] {
+        support::require_tool(tool, pkg)?;
+    }
+    let dir = support::cached_asset("tpm2-disk-v1", |dir| {
+        fs::create_dir_all(dir.join("tpm")).map_err(|e| e.to_string())?;
+        let work = dir.join("work");
+        let stage = work.join("stage");
+        fs::create_dir_all(&stage).map_err(|e| e.to_string())?;
+        let token = crate::boot_root::token("tpm2");
+        let s = crate::boot_root::staging(&work.join("root"), busybox, &token);
+        fs::rename(&s, stage.join("tpm2")).map_err(|e| e.to_string())?;
+        fs::write(stage.join("passfile"), PASSPHRASE).map_err(|e| e.to_string())?;
+        let script = work.join("makeroot.sh");
+        fs::write(&script, makeroot_script()).map_err(|e| e.to_string())?;
+        let image = work.join("makeroot.img");
+        let manifest =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/makeroot-tpm2.toml");
+        support::try_run(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&manifest)
+                .arg("--set")
+                .arg(format!("script={}", script.display()))
+                .arg("--set")
+                .arg(format!("stage={}", stage.display()))
+                .arg("-o")
+                .arg(&image),
+        )?;
+        let disk = dir.join("tpm2.img");
+        fs::File::create(&disk)
+            .and_then(|f| f.set_len(64 << 20))
+            .map_err(|e| e.to_string())?;
+        let tpm = Swtpm::start(swtpm, &dir.join("tpm"))?;
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "-drive".into(),
+            format!("file={},format=raw,if=virtio", disk.display()).into(),
+        ];
+        args.extend(tpm.qemu_args());
+        let r = support::qemu_boot_with(
+            kernel,
+            &image,
+            &BootOptions {
+                memory_mib: 1024,
+                extra_args: args,
+                timeout: Duration::from_secs(600),
+                ..BootOptions::default()
+            },
+        );
+        drop(tpm);
+        eprintln!(
+            "--- TPM2 makeroot ({:.1} s) ---\n{}",
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        if !r
+            .console
+            .lines()
+            .any(|l| l.trim_end().ends_with("MAKEROOT-OK"))
+        {
+            panic!("the makeroot guest did not enroll the TPM2 volume (its console is above)");
+        }
+        let _ = fs::remove_file(dir.join("tpm/swtpm.sock"));
+        fs::write(dir.join("token"), &token).map_err(|e| e.to_string())?;
+        fs::remove_dir_all(&work).map_err(|e| e.to_string())
+    })?;
+    let token = fs::read_to_string(dir.join("token")).unwrap();
+    Some((dir, token))
+}
+
+#[test]
+fn systemd_opens_a_tpm2_enrolled_root_with_no_prompt_and_asks_without_the_tpm() {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    if !support::require_root() || support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let Some(swtpm) = support::require_tool("swtpm", "swtpm") else {
+        return;
+    };
+    let Some((dir, token)) = disk(&kernel, &busybox, &swtpm) else {
+        return;
+    };
+    let image = support::generic_image(&kernel, "systemd");
+    let want = format!("COMPOSER-ROOT-OK {token} ");
+    let append = format!(
+        "root=UUID={FS_UUID} rd.luks.uuid={LUKS_UUID} rd.luks.options=tpm2-device=auto \
+         rd.timeout=90 systemd.show_status=1 systemd.default_timeout_start_sec=120"
+    );
+    let prompt = "Please enter passphrase";
+    let mut failed = Vec::new();
+    for with_tpm in [true, false] {
+        let scratch = Scratch::new("tpm2-boot");
+        // Each boot on its own copy of the disk's TPM.
+        fs::create_dir_all(scratch.join("tpm")).unwrap();
+        for e in fs::read_dir(dir.join("tpm")).unwrap().flatten() {
+            if e.file_type().unwrap().is_file() {
+                fs::copy(e.path(), scratch.join("tpm").join(e.file_name())).unwrap();
+            }
+        }
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "-drive".into(),
+            format!(
+                "file={},format=raw,if=virtio,snapshot=on",
+                dir.join("tpm2.img").display()
+            )
+            .into(),
+        ];
+        let tpm = if with_tpm {
+            let t = Swtpm::start(&swtpm, &scratch.join("tpm")).unwrap();
+            args.extend(t.qemu_args());
+            Some(t)
+        } else {
+            None
+        };
+        let r = support::qemu_boot_with(
+            &kernel,
+            &image,
+            &BootOptions {
+                memory_mib: 1024,
+                extra_append: append.clone(),
+                extra_args: args,
+                timeout: Duration::from_secs(600),
+                answers: if with_tpm {
+                    Vec::new()
+                } else {
+                    vec![(prompt.to_string(), format!("{PASSPHRASE}\n"))]
+                },
+                ..BootOptions::default()
+            },
+        );
+        drop(tpm);
+        let what = if with_tpm {
+            "with the TPM"
+        } else {
+            "without a TPM"
+        };
+        eprintln!(
+            "--- systemd, {what} ({:.1} s) ---\n{}",
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        if !r.console.contains(&want) {
+            failed.push(format!("{what}: no `{want}`"));
+        }
+        if with_tpm && r.console.contains(prompt) {
+            failed.push(format!("{what}: asked for the passphrase"));
+        }
+        if !with_tpm && !r.console.contains(prompt) {
+            failed.push(format!("{what}: never asked for the passphrase"));
+        }
+        if r.console.contains(PASSPHRASE) {
+            failed.push(format!("{what}: the passphrase shows on the console"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("; "));
+}
