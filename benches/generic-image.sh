@@ -12,7 +12,8 @@
 #                      default: the test suite's cached one (target/test-assets), else
 #                      this script downloads the current Debian kernel into the work dir
 #   --runs N           hyperfine runs of each composer command (default 10)
-#   --peer-runs N      hyperfine runs of each dracut and mkinitramfs command (default 2)
+#   --peer-runs N      hyperfine runs of each dracut and mkinitramfs command (default 2;
+#                      0: composer alone, without dracut and mkinitramfs installed)
 #
 # Needs: root, cargo, hyperfine, unshare (util-linux), depmod (kmod), zstd, dracut
 # (Debian package dracut-core), mkinitramfs (initramfs-tools), and for the download
@@ -71,8 +72,11 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 [ "$(id -u)" = 0 ] || die "run as root (mkinitramfs and the mount namespace need it)"
 need hyperfine
 need unshare util-linux
-need dracut "Debian package dracut-core"
-need mkinitramfs "Debian package initramfs-tools"
+peers=$((peer_runs > 0))
+if [ "$peers" = 1 ]; then
+    need dracut "Debian package dracut-core"
+    need mkinitramfs "Debian package initramfs-tools"
+fi
 need zstd
 
 mkdir -p "$work"
@@ -127,9 +131,11 @@ cleanup() { [ -z "$created_lib_modules" ] || rmdir /lib/modules 2>/dev/null || t
 trap cleanup EXIT
 
 # mkinitramfs's configuration: Debian's, with MODULES=most and the compressor given.
-mkdir -p "$work/mkinitramfs"
-cp -a /etc/initramfs-tools/. "$work/mkinitramfs/"
-sed -i 's/^MODULES=.*/MODULES=most/; s/^COMPRESS=.*/COMPRESS=zstd/' "$work/mkinitramfs/initramfs.conf"
+if [ "$peers" = 1 ]; then
+    mkdir -p "$work/mkinitramfs"
+    cp -a /etc/initramfs-tools/. "$work/mkinitramfs/"
+    sed -i 's/^MODULES=.*/MODULES=most/; s/^COMPRESS=.*/COMPRESS=zstd/' "$work/mkinitramfs/initramfs.conf"
+fi
 
 cat >"$work/uncompressed.toml" <<'EOF'
 include = ["generic"]
@@ -152,12 +158,14 @@ add "composer, durable" "$work/composer-durable.img" "$c_build -o $work/composer
 add "composer, uncompressed" "$work/composer-none.img" "$c_build $work/uncompressed.toml -o $work/composer-none.img --no-sync"
 add "composer, uncompressed, durable" "$work/composer-none-durable.img" "$c_build $work/uncompressed.toml -o $work/composer-none-durable.img"
 peers_from=${#names[@]}
+if [ "$peers" = 1 ]; then
 add "dracut" "$work/dracut.img" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut.img"
 add "dracut, durable" "$work/dracut-durable.img" "$work/ns/run dracut -q --no-hostonly --force --kver $kver --kmoddir $kdir $work/dracut-durable.img && sync $work/dracut-durable.img"
 add "dracut, uncompressed" "$work/dracut-none.img" "$work/ns/run dracut -q --no-hostonly --force --no-compress --kver $kver --kmoddir $kdir $work/dracut-none.img"
 add "mkinitramfs" "$work/mkinitramfs.img" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs.img $kver"
 add "mkinitramfs, durable" "$work/mkinitramfs-durable.img" "$work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-durable.img $kver && sync $work/mkinitramfs-durable.img"
 add "mkinitramfs, uncompressed" "$work/mkinitramfs-none.img" "NO_COMPRESSOR=1 $work/ns/run mkinitramfs -d $work/mkinitramfs -o $work/mkinitramfs-none.img $kver"
+fi
 
 echo "== one build each, to check that every command works" >&2
 for i in "${!names[@]}"; do
@@ -181,14 +189,16 @@ for ((i = 0; i < peers_from; i++)); do composer_args+=("${names[$i]}" "${images[
 peer_args=()
 for ((i = peers_from; i < ${#names[@]}; i++)); do peer_args+=("${names[$i]}" "${images[$i]}" "${cmds[$i]}"); done
 hf composer "$runs" 1 "${composer_args[@]}"
-hf peers "$peer_runs" 0 "${peer_args[@]}"
+[ "$peers" = 0 ] || hf peers "$peer_runs" 0 "${peer_args[@]}"
 
 # Sizes and entries of each image.
 sizes="$work/sizes.md"
 {
     echo "| Image | Size [bytes] | Entries | Segments |"
     echo "|:---|---:|---:|---:|"
-    for img in composer composer-none dracut dracut-none mkinitramfs mkinitramfs-none; do
+    imgs="composer composer-none"
+    [ "$peers" = 0 ] || imgs="$imgs dracut dracut-none mkinitramfs mkinitramfs-none"
+    for img in $imgs; do
         f="$work/$img.img"
         entries=$("$composer" inspect "$f" | wc -l)
         [ "$entries" -gt 100 ] || die "$f holds $entries entries: its command did not build an initrd"
@@ -204,16 +214,22 @@ sizes="$work/sizes.md"
     echo
     echo "Kernel tree: $tree of $(basename "$kernel_root"), after depmod ($(find "$kdir" -name '*.ko*' | wc -l) modules)."
     echo
-    echo "Tools: $("$composer" --version), $(dracut --version 2>/dev/null | head -n 1), initramfs-tools $(dpkg-query -W -f '${Version}' initramfs-tools 2>/dev/null)."
+    if [ "$peers" = 1 ]; then
+        echo "Tools: $("$composer" --version), $(dracut --version 2>/dev/null | head -n 1), initramfs-tools $(dpkg-query -W -f '${Version}' initramfs-tools 2>/dev/null)."
+    else
+        echo "Tools: $("$composer" --version) (alone: --peer-runs 0)."
+    fi
     echo
     echo "composer ($runs runs each):"
     echo
     cat "$work/composer.md"
     echo
-    echo "dracut and mkinitramfs ($peer_runs runs each):"
-    echo
-    cat "$work/peers.md"
-    echo
+    if [ "$peers" = 1 ]; then
+        echo "dracut and mkinitramfs ($peer_runs runs each):"
+        echo
+        cat "$work/peers.md"
+        echo
+    fi
     cat "$sizes"
 } >"$work/report.md"
 cat "$work/report.md"

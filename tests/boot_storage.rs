@@ -276,21 +276,6 @@ fn make_disks(dir: &Path, kernel: &DebianKernel, busybox: &Path) -> Result<(), S
     .map_err(|e| e.to_string())?;
     fs::write(stage.join("keyfile"), &key).map_err(|e| e.to_string())?;
     fs::write(dir.join("keyfile"), &key).map_err(|e| e.to_string())?;
-    let script = work.join("makeroot.sh");
-    fs::write(&script, makeroot_script()).map_err(|e| e.to_string())?;
-
-    let image = work.join("makeroot.img");
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/makeroot.toml");
-    support::try_run(
-        support::build_for(&kernel.version, &kernel.modules_dir())
-            .arg(&manifest)
-            .arg("--set")
-            .arg(format!("script={}", script.display()))
-            .arg("--set")
-            .arg(format!("stage={}", stage.display()))
-            .arg("-o")
-            .arg(&image),
-    )?;
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     for (name, mib) in DISKS {
         let disk = dir.join(format!("{name}.img"));
@@ -300,24 +285,69 @@ fn make_disks(dir: &Path, kernel: &DebianKernel, busybox: &Path) -> Result<(), S
         args.push("-drive".into());
         args.push(format!("file={},format=raw,if=virtio", disk.display()).into());
     }
+    makeroot(
+        kernel,
+        "makeroot.toml",
+        &work,
+        &makeroot_script(),
+        &stage,
+        args,
+        1024,
+    )?;
+    fs::write(dir.join("tokens"), tokens).map_err(|e| e.to_string())?;
+    fs::remove_dir_all(&work).map_err(|e| e.to_string())
+}
+
+/// One boot of a makeroot guest: the image composer builds from
+/// `tests/storage/MANIFEST` with `script` as its /init and `stage` as /stage, on `args`
+/// (its disks and devices), in `work`. The guest's failure is the test's: strict or
+/// not, a console without `MAKEROOT-OK` panics after it is printed.
+pub(crate) fn makeroot(
+    kernel: &DebianKernel,
+    manifest: &str,
+    work: &Path,
+    script: &str,
+    stage: &Path,
+    args: Vec<std::ffi::OsString>,
+    memory_mib: u32,
+) -> Result<(), String> {
+    let script_file = work.join("makeroot.sh");
+    fs::write(&script_file, script).map_err(|e| e.to_string())?;
+    let image = work.join("makeroot.img");
+    let manifest_file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/storage")
+        .join(manifest);
+    support::try_run(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&manifest_file)
+            .arg("--set")
+            .arg(format!("script={}", script_file.display()))
+            .arg("--set")
+            .arg(format!("stage={}", stage.display()))
+            .arg("-o")
+            .arg(&image),
+    )?;
     let opts = BootOptions {
-        memory_mib: 1024,
+        memory_mib,
         extra_args: args,
         timeout: Duration::from_secs(900),
         ..BootOptions::default()
     };
     let r = support::qemu_boot_with(kernel, &image, &opts);
     eprintln!(
-        "--- makeroot ({:.1} s) ---\n{}",
+        "--- makeroot, {manifest} ({:.1} s) ---\n{}",
         r.elapsed.as_secs_f64(),
         r.console
     );
-    if !r.console.lines().any(|l| l.trim() == "MAKEROOT-OK") {
-        // The guest's failure is the test's: strict or not, say it loudly.
-        panic!("the makeroot guest did not make the disks (its console is above)");
+    // (The line may start with the firmware's terminal codes.)
+    if !r
+        .console
+        .lines()
+        .any(|l| l.trim_end().ends_with("MAKEROOT-OK"))
+    {
+        panic!("the makeroot guest of {manifest} did not finish (its console is above)");
     }
-    fs::write(dir.join("tokens"), tokens).map_err(|e| e.to_string())?;
-    fs::remove_dir_all(&work).map_err(|e| e.to_string())
+    Ok(())
 }
 
 /// The generic image with `init` and Debian's modules, plus `extra` manifest text.

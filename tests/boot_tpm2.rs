@@ -126,21 +126,6 @@ fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf,
         let s = crate::boot_root::staging(&work.join("root"), busybox, &token);
         fs::rename(&s, stage.join("tpm2")).map_err(|e| e.to_string())?;
         fs::write(stage.join("passfile"), PASSPHRASE).map_err(|e| e.to_string())?;
-        let script = work.join("makeroot.sh");
-        fs::write(&script, makeroot_script()).map_err(|e| e.to_string())?;
-        let image = work.join("makeroot.img");
-        let manifest =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/makeroot-tpm2.toml");
-        support::try_run(
-            support::build_for(&kernel.version, &kernel.modules_dir())
-                .arg(&manifest)
-                .arg("--set")
-                .arg(format!("script={}", script.display()))
-                .arg("--set")
-                .arg(format!("stage={}", stage.display()))
-                .arg("-o")
-                .arg(&image),
-        )?;
         let disk = dir.join("tpm2.img");
         fs::File::create(&disk)
             .and_then(|f| f.set_len(64 << 20))
@@ -151,29 +136,16 @@ fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf,
             format!("file={},format=raw,if=virtio", disk.display()).into(),
         ];
         args.extend(tpm.qemu_args());
-        let r = support::qemu_boot_with(
+        crate::boot_storage::makeroot(
             kernel,
-            &image,
-            &BootOptions {
-                memory_mib: 1024,
-                extra_args: args,
-                timeout: Duration::from_secs(600),
-                ..BootOptions::default()
-            },
-        );
+            "makeroot-tpm2.toml",
+            &work,
+            &makeroot_script(),
+            &stage,
+            args,
+            1024,
+        )?;
         drop(tpm);
-        eprintln!(
-            "--- TPM2 makeroot ({:.1} s) ---\n{}",
-            r.elapsed.as_secs_f64(),
-            r.console
-        );
-        if !r
-            .console
-            .lines()
-            .any(|l| l.trim_end().ends_with("MAKEROOT-OK"))
-        {
-            panic!("the makeroot guest did not enroll the TPM2 volume (its console is above)");
-        }
         let _ = fs::remove_file(dir.join("tpm/swtpm.sock"));
         fs::write(dir.join("token"), &token).map_err(|e| e.to_string())?;
         fs::remove_dir_all(&work).map_err(|e| e.to_string())

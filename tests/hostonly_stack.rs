@@ -153,20 +153,6 @@ fn make_disks(kernel: &DebianKernel) -> Option<PathBuf> {
         }
         support::try_run(build.args(["--no-sync", "-o"]).arg(stage.join("root.cpio")))?;
         fs::write(stage.join("passfile"), PASSPHRASE).map_err(|e| e.to_string())?;
-        let script = work.join("makeroot.sh");
-        fs::write(&script, makeroot_script()).map_err(|e| e.to_string())?;
-        let image = work.join("makeroot.img");
-        let makeroot = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/storage/makeroot.toml");
-        support::try_run(
-            support::build_for(&kernel.version, &kernel.modules_dir())
-                .arg(&makeroot)
-                .arg("--set")
-                .arg(format!("script={}", script.display()))
-                .arg("--set")
-                .arg(format!("stage={}", stage.display()))
-                .arg("-o")
-                .arg(&image),
-        )?;
         let mut args: Vec<std::ffi::OsString> = Vec::new();
         for name in ["raid-a", "raid-b"] {
             let disk = dir.join(format!("{name}.img"));
@@ -176,29 +162,15 @@ fn make_disks(kernel: &DebianKernel) -> Option<PathBuf> {
             args.push("-drive".into());
             args.push(format!("file={},format=raw,if=virtio", disk.display()).into());
         }
-        let r = support::qemu_boot_with(
+        crate::boot_storage::makeroot(
             kernel,
-            &image,
-            &BootOptions {
-                memory_mib: 2048,
-                extra_args: args,
-                timeout: Duration::from_secs(900),
-                ..BootOptions::default()
-            },
-        );
-        eprintln!(
-            "--- hostonly makeroot ({:.1} s) ---\n{}",
-            r.elapsed.as_secs_f64(),
-            r.console
-        );
-        // (The line may start with the firmware's terminal codes.)
-        if !r
-            .console
-            .lines()
-            .any(|l| l.trim_end().ends_with("MAKEROOT-OK"))
-        {
-            panic!("the makeroot guest did not make the hostonly root (its console is above)");
-        }
+            "makeroot.toml",
+            &work,
+            &makeroot_script(),
+            &stage,
+            args,
+            2048,
+        )?;
         // The module tree, as the guest's composer reads it (`--kmoddir`).
         support::try_run(
             Command::new("mke2fs")

@@ -120,28 +120,24 @@ fn from_stack(stack: &Stack, keyfiles: bool, origin: &Origin, root: &Path) -> Re
             details: Vec::new(),
         });
     }
-    // Each program once, for the first layer that needs it.
-    let mut programs: Vec<String> = Vec::new();
+    // Each program once, for the first layer that needs it; the libraries they
+    // load at run time (TPM2) the same way, said when the root lacks them.
+    let mut seen: Vec<String> = Vec::new();
+    let lookup = Root::new(root);
     for need in crate::stack::needs(stack) {
+        let o = origin.with_rule(format!("[stack] {}", need.reason));
         for p in &need.programs {
-            if programs.contains(p) {
-                continue;
+            if !seen.contains(p) {
+                seen.push(p.clone());
+                found.programs.push(BinaryRequest::program(p).at(o.clone()));
             }
-            programs.push(p.clone());
-            let o = origin.with_rule(format!("[stack] {}", need.reason));
-            found.programs.push(BinaryRequest::program(p).at(o));
         }
-    }
-    // The libraries they load at run time (TPM2): said when missing.
-    let mut libraries: Vec<String> = Vec::new();
-    for need in crate::stack::needs(stack) {
         for l in &need.libraries {
-            if libraries.contains(l) {
+            if seen.contains(l) {
                 continue;
             }
-            libraries.push(l.clone());
-            let o = origin.with_rule(format!("[stack] {}", need.reason));
-            let names = super::binaries::expand_library(&Root::new(root), l, &o)?;
+            seen.push(l.clone());
+            let names = super::binaries::expand_library(&lookup, l, &o)?;
             if names.is_empty() {
                 found.warnings.push(Warning {
                     origin: Some(o.clone()),
@@ -285,10 +281,7 @@ mod tests {
     #[test]
     fn the_stack_gives_its_programs_and_configuration() {
         let f = Fake::new();
-        let vda = f.virtio(4, "vda", "254:0");
-        let vdb = f.virtio(5, "vdb", "254:16");
-        let md = f.md("md127", "9:127", "raid1", "1.2", &[&vda, &vdb]);
-        f.write(&md, "md/uuid", "3b7ab5e9-4b9c-a0a7-f6a2-3ee2cf4e36e5\n");
+        let md = f.raid1_over_two_virtio_disks();
         let crypt = f.luks("dm-0", "253:0", LUKS_HEX, &md);
         f.lv("dm-1", "253:1", "vg", "root", "", &[&crypt]);
         let tab = format!("cryptroot UUID={LUKS_UUID} /etc/keys/root.key luks,discard\n");

@@ -139,6 +139,14 @@ impl Fake {
         }
         p
     }
+    /// md127, RAID1 (1.2) over vda and vdb, with its UUID in sysfs.
+    pub(crate) fn raid1_over_two_virtio_disks(&self) -> PathBuf {
+        let vda = self.virtio(4, "vda", "254:0");
+        let vdb = self.virtio(5, "vdb", "254:16");
+        let md = self.md("md127", "9:127", "raid1", "1.2", &[&vda, &vdb]);
+        self.write(&md, "md/uuid", "3b7ab5e9-4b9c-a0a7-f6a2-3ee2cf4e36e5\n");
+        md
+    }
     pub(crate) fn read(&self, mountinfo: &str, crypttab: &str) -> Stack {
         let sys = self.sys();
         let dev = self.dev();
@@ -352,10 +360,7 @@ fn luks2_then_lvm_then_ext4_on_a_partition() {
 #[test]
 fn md_raid1_then_luks_then_a_thin_lv() {
     let f = Fake::new();
-    let vda = f.virtio(4, "vda", "254:0");
-    let vdb = f.virtio(5, "vdb", "254:16");
-    let md = f.md("md127", "9:127", "raid1", "1.2", &[&vda, &vdb]);
-    f.write(&md, "md/uuid", "3b7ab5e9-4b9c-a0a7-f6a2-3ee2cf4e36e5\n");
+    let md = f.raid1_over_two_virtio_disks();
     let crypt = f.luks("dm-0", "253:0", LUKS_HEX, &md);
     // The array's LUKS1 header names its cipher.
     let mut header = vec![0u8; 4096];
@@ -453,7 +458,7 @@ fn md_raid1_then_luks_then_a_thin_lv() {
     let mut img = vec![0u8; 64 * 1024];
     img[4096..8192].copy_from_slice(&sb);
     std::fs::write(f.dev().join("vdb"), &img).unwrap();
-    f.write(&vdb, "size", "128\n");
+    f.write(&f.sys().join("class/block/vdb"), "size", "128\n");
     let s = f.read(&mi, "");
     assert!(mdadm_conf(&s).contains("UUID=3b7ab5e9:4b9ca0a7:f6a23ee2:cf4e36e5 name=host:root"));
     // Nothing at all: said, not guessed.
