@@ -56,7 +56,7 @@ const ROOTS: &[&str] = &[
     "lvm-root", "lvm-thin", "md090", "md12", "raid5", "enc", "lm", "btrfs",
 ];
 
-/// The formatting script the makeroot guest runs as its /init.
+/// The formatting the makeroot guest's /init does (after its prelude).
 fn makeroot_script() -> String {
     let dev = |name: &str| {
         let i = DISKS.iter().position(|(n, _)| *n == name).unwrap();
@@ -65,19 +65,7 @@ fn makeroot_script() -> String {
     let luks = "--type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --batch-mode \
                 --key-file /stage/passfile";
     format!(
-        r#"#!/usr/bin/busybox sh
-b=/usr/bin/busybox
-$b mkdir -p /proc /sys /dev /run/cryptsetup /run/mdadm /tmp /mnt
-$b mount -t proc proc /proc
-$b mount -t sysfs sysfs /sys
-$b mount -t devtmpfs devtmpfs /dev
-export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
-fail() {{ echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }}
-run() {{ "$@" >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail "$*"; }}; }}
-for m in virtio_pci virtio_blk dm-mod dm-crypt dm-thin-pool raid1 raid456 algif_skcipher algif_hash xts ext4 btrfs; do
-    /usr/sbin/modprobe $m || fail "modprobe $m"
-done
-n=0
+        r#"n=0
 while [ ! -b {last} ] && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
 fs() {{ run /usr/sbin/mke2fs -q -t ext4 -E nodiscard "$@"; }}
 lvm() {{ run /usr/sbin/lvm "$@"; }}
@@ -289,6 +277,20 @@ fn make_disks(dir: &Path, kernel: &DebianKernel, busybox: &Path) -> Result<(), S
         kernel,
         "makeroot.toml",
         &work,
+        &[
+            "virtio_pci",
+            "virtio_blk",
+            "dm-mod",
+            "dm-crypt",
+            "dm-thin-pool",
+            "raid1",
+            "raid456",
+            "algif_skcipher",
+            "algif_hash",
+            "xts",
+            "ext4",
+            "btrfs",
+        ],
         &makeroot_script(),
         &stage,
         args,
@@ -298,20 +300,41 @@ fn make_disks(dir: &Path, kernel: &DebianKernel, busybox: &Path) -> Result<(), S
     fs::remove_dir_all(&work).map_err(|e| e.to_string())
 }
 
+/// What every makeroot script starts with: the kernel's file systems, lvm and
+/// cryptsetup without udev, `fail` (says MAKEROOT-FAIL and powers off) and `run` (a
+/// command whose output is shown only when it fails, which then fails the script).
+const MAKEROOT_PRELUDE: &str = r#"#!/usr/bin/busybox sh
+b=/usr/bin/busybox
+$b mkdir -p /proc /sys /dev /run/cryptsetup /run/mdadm /tmp /mnt
+$b mount -t proc proc /proc
+$b mount -t sysfs sysfs /sys
+$b mount -t devtmpfs devtmpfs /dev
+export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
+fail() { echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }
+run() { "$@" >/tmp/out 2>&1 || { $b cat /tmp/out; fail "$*"; }; }
+"#;
+
 /// One boot of a makeroot guest: the image composer builds from
-/// `tests/storage/MANIFEST` with `script` as its /init and `stage` as /stage, on `args`
-/// (its disks and devices), in `work`. The guest's failure is the test's: strict or
-/// not, a console without `MAKEROOT-OK` panics after it is printed.
+/// `tests/storage/MANIFEST`, whose /init is [`MAKEROOT_PRELUDE`], then `modprobe` of
+/// each of `modules`, then `body`; with `stage` as /stage, on `args` (its disks and
+/// devices), in `work`. The guest's failure is the test's: strict or not, a console
+/// without `MAKEROOT-OK` panics after it is printed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn makeroot(
     kernel: &DebianKernel,
     manifest: &str,
     work: &Path,
-    script: &str,
+    modules: &[&str],
+    body: &str,
     stage: &Path,
     args: Vec<std::ffi::OsString>,
     memory_mib: u32,
 ) -> Result<(), String> {
     let script_file = work.join("makeroot.sh");
+    let script = format!(
+        "{MAKEROOT_PRELUDE}for m in {}; do\n    /usr/sbin/modprobe $m || fail \"modprobe $m\"\ndone\n{body}",
+        modules.join(" ")
+    );
     fs::write(&script_file, script).map_err(|e| e.to_string())?;
     let image = work.join("makeroot.img");
     let manifest_file = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -75,19 +75,7 @@ impl Drop for Swtpm {
 
 fn makeroot_script() -> String {
     format!(
-        r#"#!/usr/bin/busybox sh
-b=/usr/bin/busybox
-$b mkdir -p /proc /sys /dev /run/cryptsetup /tmp /mnt
-$b mount -t proc proc /proc
-$b mount -t sysfs sysfs /sys
-$b mount -t devtmpfs devtmpfs /dev
-export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
-fail() {{ echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }}
-run() {{ "$@" >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail "$*"; }}; }}
-for m in virtio_pci virtio_blk dm-mod dm-crypt algif_skcipher xts ext4; do
-    /usr/sbin/modprobe $m || fail "modprobe $m"
-done
-n=0
+        r#"n=0
 while {{ [ ! -b /dev/vda ] || [ ! -c /dev/tpmrm0 ]; }} && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
 [ -c /dev/tpmrm0 ] || fail "no TPM (/dev/tpmrm0)"
 run /usr/sbin/cryptsetup luksFormat --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
@@ -140,6 +128,15 @@ fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf,
             kernel,
             "makeroot-tpm2.toml",
             &work,
+            &[
+                "virtio_pci",
+                "virtio_blk",
+                "dm-mod",
+                "dm-crypt",
+                "algif_skcipher",
+                "xts",
+                "ext4",
+            ],
             &makeroot_script(),
             &stage,
             args,

@@ -74,19 +74,7 @@ echo "HOSTONLY-GUEST: built, rc $($b cat /out/build.rc)"
 /// What the makeroot guest runs: md RAID1 -> LUKS2 -> LVM -> ext4 holding the root.
 fn makeroot_script() -> String {
     format!(
-        r#"#!/usr/bin/busybox sh
-b=/usr/bin/busybox
-$b mkdir -p /proc /sys /dev /run/cryptsetup /run/mdadm /tmp /mnt
-$b mount -t proc proc /proc
-$b mount -t sysfs sysfs /sys
-$b mount -t devtmpfs devtmpfs /dev
-export PATH=/usr/sbin:/usr/bin DM_DISABLE_UDEV=1
-fail() {{ echo "MAKEROOT-FAIL: $*"; $b poweroff -f; }}
-run() {{ "$@" >/tmp/out 2>&1 || {{ $b cat /tmp/out; fail "$*"; }}; }}
-for m in virtio_pci virtio_blk dm-mod dm-crypt raid1 algif_skcipher xts ext4; do
-    /usr/sbin/modprobe $m || fail "modprobe $m"
-done
-n=0
+        r#"n=0
 while [ ! -b /dev/vdb ] && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
 run /usr/sbin/mdadm --create --run --assume-clean --homehost=any /dev/md0 --metadata=1.2 \
     --name=hostonly --level=1 --raid-devices=2 --uuid={MD_UUID} /dev/vda /dev/vdb
@@ -166,6 +154,16 @@ fn make_disks(kernel: &DebianKernel) -> Option<PathBuf> {
             kernel,
             "makeroot.toml",
             &work,
+            &[
+                "virtio_pci",
+                "virtio_blk",
+                "dm-mod",
+                "dm-crypt",
+                "raid1",
+                "algif_skcipher",
+                "xts",
+                "ext4",
+            ],
             &makeroot_script(),
             &stage,
             args,
