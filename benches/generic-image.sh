@@ -28,7 +28,7 @@
 # would hide the cost of fsync on ext4). The commands:
 #
 #   composer                 composer build --kver V --kmoddir DIR -o OUT --no-sync
-#                            (the generic profile: zstd level 3, early microcode)
+#                            (the generic profile: zstd level 1, early microcode)
 #   composer, durable        the same without --no-sync (fsync, rename, fsync dir)
 #   composer, uncompressed   the same with a manifest that includes "generic" and
 #                            sets the main segment's compression to "none"
