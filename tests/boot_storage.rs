@@ -19,14 +19,14 @@ use crate::boot_root::{staging, token};
 use crate::support::{self, BootOptions, DebianKernel, Scratch};
 
 /// The passphrase of every LUKS volume (typed on the serial console).
-const PASSPHRASE: &str = "cmp-Storage-Pass-4711";
+pub(crate) const PASSPHRASE: &str = "cmp-Storage-Pass-4711";
 
 const MD090_UUID: &str = "1d0c0090:2b3e4f50:61728394:a5b6c7d8";
 const MD12_UUID: &str = "1d0c0012:2b3e4f50:61728394:a5b6c7d8";
 const RAID5_UUID: &str = "1d0c0005:2b3e4f50:61728394:a5b6c7d8";
 const ENC_MD_UUID: &str = "1d0c00e1:2b3e4f50:61728394:a5b6c7d8";
 const LM_MD_UUID: &str = "1d0c00e2:2b3e4f50:61728394:a5b6c7d8";
-const ENC_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e001";
+pub(crate) const ENC_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e001";
 const LM_A_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e0a1";
 const LM_B_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-00000000e0b1";
 const RAID5_FS_UUID: &str = "5a1e0005-0000-4000-8000-000000000005";
@@ -181,7 +181,7 @@ impl Disks {
         self.dir.join(format!("{name}.img"))
     }
 
-    fn token(&self, root: &str) -> &str {
+    pub(crate) fn token(&self, root: &str) -> &str {
         &self.tokens[root]
     }
 
@@ -190,7 +190,7 @@ impl Disks {
     }
 
     /// qemu's arguments for these disks on virtio-blk, snapshot=on.
-    fn attach(&self, names: &[&str]) -> Vec<std::ffi::OsString> {
+    pub(crate) fn attach(&self, names: &[&str]) -> Vec<std::ffi::OsString> {
         let mut args = Vec::new();
         for n in names {
             args.push("-drive".into());
@@ -374,7 +374,7 @@ pub(crate) fn makeroot(
 }
 
 /// The generic image with `init` and Debian's modules, plus `extra` manifest text.
-fn image(dir: &Path, kernel: &DebianKernel, init: &str, extra: &str) -> PathBuf {
+pub(crate) fn image(dir: &Path, kernel: &DebianKernel, init: &str, extra: &str) -> PathBuf {
     let m = dir.join(format!("storage-{init}.toml"));
     fs::write(
         &m,
@@ -404,7 +404,7 @@ struct Case<'a> {
     expect: Vec<String>,
 }
 
-fn extra_append(init: &str) -> &'static str {
+pub(crate) fn extra_append(init: &str) -> &'static str {
     match init {
         "systemd" => "systemd.show_status=1 systemd.default_timeout_start_sec=120",
         _ => "",
@@ -507,7 +507,7 @@ fn passphrase(init: &str, n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-fn storage_env() -> Option<(DebianKernel, Disks)> {
+pub(crate) fn storage_env() -> Option<(DebianKernel, Disks)> {
     let (_, kernel, busybox) = support::require_boot_env()?;
     if !support::require_root() {
         return None;
@@ -539,7 +539,7 @@ const MD090: &[&str] = &["md090-a", "md090-b"];
 const MD12: &[&str] = &["md12-a", "md12-b"];
 const MD12_HALF: &[&str] = &["md12-b"];
 const RAID5: &[&str] = &["raid5-a", "raid5-b", "raid5-c"];
-const ENC: &[&str] = &["enc-a", "enc-b"];
+pub(crate) const ENC: &[&str] = &["enc-a", "enc-b"];
 const LM: &[&str] = &["lm-a", "lm-b"];
 const BTRFS: &[&str] = &["btrfs-a", "btrfs-b"];
 

@@ -13,6 +13,7 @@ mod support;
 
 mod architecture;
 mod book_reference;
+mod boot_console;
 mod boot_list;
 mod boot_root;
 mod boot_storage;

@@ -173,3 +173,100 @@ fn the_configuration_and_drop_ins_of_the_root_change_the_image() {
         "base has no modules: {list:?}"
     );
 }
+
+/// `[console] from_root` in a root with Debian's console-setup cache and no kbd: the
+/// cached keymap and font go in decompressed, `/etc/vconsole.conf` names them, the
+/// build warns that nothing would load them, and `composer why` names the setting.
+#[test]
+fn the_roots_console_setup_cache_goes_in_decompressed() {
+    let dir = Scratch::new("sysconf-console");
+    let root = dir.join("root");
+    let gz = |text: &[u8]| {
+        let mut out = Vec::new();
+        let mut e = flate2::write::GzEncoder::new(&mut out, flate2::Compression::default());
+        std::io::Write::write_all(&mut e, text).unwrap();
+        e.finish().unwrap();
+        out
+    };
+    fs::create_dir_all(root.join("etc/console-setup")).unwrap();
+    fs::create_dir_all(root.join("etc/default")).unwrap();
+    let keymap = b"keymaps 0-2,4-6,8-9,12\nkeycode 16 = a A\n";
+    fs::write(
+        root.join("etc/console-setup/cached_UTF-8_del.kmap.gz"),
+        gz(keymap),
+    )
+    .unwrap();
+    fs::write(
+        root.join("etc/console-setup/cached_Lat15-Fixed16.psf.gz"),
+        gz(b"PSF font bytes"),
+    )
+    .unwrap();
+    write(&root, "etc/default/console-setup", "CHARMAP=\"UTF-8\"\n");
+    let m = dir.join("console.toml");
+    fs::write(&m, "[console]\nfrom_root = true\n").unwrap();
+    let out = dir.join("initrd.img");
+    let run = support::run_ok(
+        support::composer()
+            .arg("build")
+            .arg("--root")
+            .arg(&root)
+            .arg(&m)
+            .arg("-o")
+            .arg(&out),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("no `loadkeys`") && stderr.contains("no `setfont`"),
+        "{stderr}"
+    );
+    let cat =
+        |path: &str| support::run_ok(support::composer().arg("cat").arg(&out).arg(path)).stdout;
+    assert_eq!(cat("/usr/lib/composer/keymap.map"), keymap);
+    assert_eq!(cat("/usr/lib/composer/font.psf"), b"PSF font bytes");
+    let conf = String::from_utf8(cat("/etc/vconsole.conf")).unwrap();
+    assert!(
+        conf.contains("KEYMAP=/usr/lib/composer/keymap.map"),
+        "{conf}"
+    );
+    let why = support::run_ok(
+        support::composer()
+            .arg("why")
+            .arg("--root")
+            .arg(&root)
+            .arg(&m)
+            .arg("/usr/lib/composer/keymap.map"),
+    );
+    let why = String::from_utf8_lossy(&why.stdout);
+    assert!(
+        why.contains("[console] from_root: /etc/console-setup"),
+        "{why}"
+    );
+}
+
+/// A keymap the manifest names and the root lacks is an error at its line, and no
+/// image is written.
+#[test]
+fn a_named_keymap_that_is_not_found_is_an_error_at_its_line() {
+    let dir = Scratch::new("sysconf-console-missing");
+    let root = dir.join("root");
+    fs::create_dir_all(root.join("etc")).unwrap();
+    let m = dir.join("console.toml");
+    fs::write(&m, "# a keyboard\n[console]\nkeymap = \"no-such-map\"\n").unwrap();
+    let out = dir.join("initrd.img");
+    let run = support::run(
+        support::composer()
+            .arg("build")
+            .arg("--root")
+            .arg(&root)
+            .arg(&m)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("console.toml:2:1") && stderr.contains("`no-such-map` is not found"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "a partial image was left");
+}

@@ -875,11 +875,14 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     }
     let units = super::systemd::add_all(loaded)?;
     let stack = super::stack::add_all(loaded)?;
+    let console = super::console::add_all(loaded)?;
     let mut requests = std::mem::take(&mut lw.binary_requests);
     requests.extend(units.programs);
     requests.extend(stack.programs);
+    requests.extend(console.programs);
     let mut warnings = units.warnings;
     warnings.extend(stack.warnings);
+    warnings.extend(console.warnings);
     let (binaries, elf) = super::binaries::add_all(
         &requests,
         &super::binaries::options(loaded),
@@ -891,6 +894,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         .added
         .into_iter()
         .chain(stack.added)
+        .chain(console.added)
         .chain(binaries)
         .chain(modules)
     {

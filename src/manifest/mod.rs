@@ -10,9 +10,11 @@
 //! * `segments`, `early`: `[[segment]]` and `[early]`;
 //! * `systemd`, `stack`: `[systemd]`, and `[stack]` (the running root's
 //!   block stack, which `[[module]] rootfs` reads too);
+//! * `console`: `[console]` (the keymap and font loaded before a prompt);
 //! * `import`: a manifest from a gen_init_cpio list.
 
 mod binaries;
+mod console;
 pub mod de;
 mod early;
 pub mod import;

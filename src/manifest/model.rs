@@ -100,6 +100,32 @@ pub struct Manifest {
     /// from it.
     #[serde(default)]
     pub stack: Option<Spanned<StackSettings>>,
+    /// The console keymap and font the image loads before it asks for a
+    /// passphrase.
+    #[serde(default)]
+    pub console: Option<Spanned<ConsoleSettings>>,
+}
+
+/// `[console]`: the keymap and font loaded on the console before anything
+/// asks for a passphrase. A later document's setting replaces an earlier
+/// one's; `keymap` and `font` replace what `from_root` reads.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSettings {
+    /// Take the root's own: `/etc/vconsole.conf` (`KEYMAP=`, `FONT=`), else
+    /// the keymap and font Debian's console-setup cached in
+    /// `/etc/console-setup`. Nothing is added when the root has neither.
+    #[serde(default)]
+    pub from_root: Option<bool>,
+    /// A keymap: a name (`de`, `fr-latin1`) looked up under the root's
+    /// keymap directories, or a file (a path with a `/`: absolute in the
+    /// root, else relative to the manifest). Its includes are inlined.
+    #[serde(default)]
+    pub keymap: Option<String>,
+    /// A console font: a name (`eurlatgr`, `Lat15-Fixed16`) looked up under
+    /// the root's console font directories, or a file, as for `keymap`.
+    #[serde(default)]
+    pub font: Option<String>,
 }
 
 /// `[stack]`: the image brings up the running root's own block stack. A

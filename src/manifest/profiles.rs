@@ -60,6 +60,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-storage"),
     ),
     (
+        "init/composer-console",
+        include_str!("../../profiles/init/composer-console"),
+    ),
+    (
+        "init/composer-console.service",
+        include_str!("../../profiles/init/composer-console.service"),
+    ),
+    (
         "init/emergency-shell.conf",
         include_str!("../../profiles/init/emergency-shell.conf"),
     ),
