@@ -174,6 +174,19 @@ fn the_configuration_and_drop_ins_of_the_root_change_the_image() {
     );
 }
 
+/// `composer build --root ROOT MANIFEST -o OUT`.
+fn build_in(root: &Path, manifest: &Path, out: &Path) -> std::process::Output {
+    support::run(
+        support::composer()
+            .arg("build")
+            .arg("--root")
+            .arg(root)
+            .arg(manifest)
+            .arg("-o")
+            .arg(out),
+    )
+}
+
 /// `[console] from_root` in a root with Debian's console-setup cache and no kbd: the
 /// cached keymap and font go in decompressed, `/etc/vconsole.conf` names them, the
 /// build warns that nothing would load them, and `composer why` names the setting.
@@ -205,15 +218,8 @@ fn the_roots_console_setup_cache_goes_in_decompressed() {
     let m = dir.join("console.toml");
     fs::write(&m, "[console]\nfrom_root = true\n").unwrap();
     let out = dir.join("initrd.img");
-    let run = support::run_ok(
-        support::composer()
-            .arg("build")
-            .arg("--root")
-            .arg(&root)
-            .arg(&m)
-            .arg("-o")
-            .arg(&out),
-    );
+    let run = build_in(&root, &m, &out);
+    assert!(run.status.success());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains("no `loadkeys`") && stderr.contains("no `setfont`"),
@@ -253,15 +259,7 @@ fn a_named_keymap_that_is_not_found_is_an_error_at_its_line() {
     let m = dir.join("console.toml");
     fs::write(&m, "# a keyboard\n[console]\nkeymap = \"no-such-map\"\n").unwrap();
     let out = dir.join("initrd.img");
-    let run = support::run(
-        support::composer()
-            .arg("build")
-            .arg("--root")
-            .arg(&root)
-            .arg(&m)
-            .arg("-o")
-            .arg(&out),
-    );
+    let run = build_in(&root, &m, &out);
     assert!(!run.status.success());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(

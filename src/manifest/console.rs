@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use super::item::{Added, Found};
 use super::load::Loaded;
 use crate::compress::Compression;
-use crate::entry::{Kind, Links, Origin};
+use crate::entry::Origin;
 use crate::error::{Error, Result, Warning};
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
@@ -538,17 +538,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
             )
         })?;
     for (name, _, dest, o) in &files {
-        let host = dir.join(name);
-        let meta = std::fs::metadata(&host).map_err(|e| Error::io(&host, e))?;
-        found.added.push(Added {
-            dest: dest.as_bytes().to_vec(),
-            kind: Kind::File {
-                source: Box::new(crate::entry::Source::new(host, &meta, true)),
-                links: Links::default(),
-            },
-            mode: 0o644,
-            origin: o.clone(),
-        });
+        found.added.push(Added::generated(&dir, name, dest, o)?);
     }
     Ok(found)
 }

@@ -17,7 +17,29 @@ pub(super) struct Added {
     pub origin: Origin,
 }
 
-/// What a section (`[systemd]`, `[stack]`) adds: files and symlinks, and
+impl Added {
+    /// A file composer generated into `dir` (the cache), at `dest`, 0644.
+    pub fn generated(
+        dir: &std::path::Path,
+        name: &str,
+        dest: &str,
+        origin: &Origin,
+    ) -> crate::error::Result<Added> {
+        let host = dir.join(name);
+        let meta = std::fs::metadata(&host).map_err(|e| crate::error::Error::io(&host, e))?;
+        Ok(Added {
+            dest: dest.as_bytes().to_vec(),
+            kind: Kind::File {
+                source: Box::new(crate::entry::Source::new(host, &meta, true)),
+                links: crate::entry::Links::default(),
+            },
+            mode: 0o644,
+            origin: origin.clone(),
+        })
+    }
+}
+
+/// What a section (`[systemd]`, `[stack]`, `[console]`) adds: files and symlinks, and
 /// programs to resolve with their libraries.
 pub(super) struct Found {
     pub added: Vec<Added>,

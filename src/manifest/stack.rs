@@ -71,21 +71,6 @@ fn asked(loaded: &Loaded) -> Option<(bool, Origin)> {
     on.then_some((keyfiles, origin))
 }
 
-/// A generated configuration file at `dest`, from the cache.
-fn generated(dir: &Path, name: &str, dest: &str, origin: &Origin) -> Result<Added> {
-    let host = dir.join(name);
-    let meta = std::fs::metadata(&host).map_err(|e| Error::io(&host, e))?;
-    Ok(Added {
-        dest: dest.as_bytes().to_vec(),
-        kind: Kind::File {
-            source: Box::new(crate::entry::Source::new(host, &meta, true)),
-            links: Links::default(),
-        },
-        mode: 0o644,
-        origin: origin.clone(),
-    })
-}
-
 /// What `[stack] from_root = true` adds.
 pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     let Some((keyfiles, origin)) = asked(loaded) else {
@@ -189,7 +174,7 @@ fn from_stack(stack: &Stack, keyfiles: bool, origin: &Origin, root: &Path) -> Re
             })?;
         for (name, _, dest) in &files {
             let o = origin.with_rule(format!("[stack] {dest} for the root's stack"));
-            found.added.push(generated(&dir, name, dest, &o)?);
+            found.added.push(Added::generated(&dir, name, dest, &o)?);
         }
     }
     if keyfiles {
