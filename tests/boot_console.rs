@@ -228,11 +228,16 @@ fn console_boot(init: &str) {
         seen.screen.iter().any(|l| l.contains(token.trim_end())),
         "{init}: the root did not unlock with the passphrase typed under the keymap"
     );
-    assert!(
-        !r.console.contains("could not load the keymap")
-            && !r.console.contains("could not set the font"),
-        "{init}: the keymap or font failed to load"
-    );
+    for bad in [
+        "could not load the keymap",
+        "takes no font",
+        "Failed to start composer-console",
+    ] {
+        assert!(
+            !seen.screen.iter().any(|l| l.contains(bad)),
+            "{init}: `{bad}` on the screen"
+        );
+    }
     assert!(
         !r.console.contains(PASSPHRASE),
         "the passphrase reached the serial console"

@@ -385,6 +385,93 @@ fn a_missing_root_ends_in_systemds_emergency_shell() {
     missing_root("systemd", 20, "", "composer: emergency mode");
 }
 
+/// A root that cannot be switched to (no /run, no os-release, no init) ends in the
+/// systemd init's emergency shell within rd.timeout, which names what is missing in
+/// one line, instead of systemd's switch failing in a loop.
+#[test]
+fn systemd_names_what_a_root_lacks_instead_of_switching_to_it() {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    if support::require_tool("udevadm", "udev").is_none()
+        || support::require_tool("mke2fs", "e2fsprogs").is_none()
+    {
+        return;
+    }
+    let image = support::generic_image(&kernel, "systemd");
+    let dir = Scratch::new("boot-unswitchable");
+    let uuid = "6f1c2a3b-0d4e-4c5f-8a9b-00000000f00d";
+    let mut failed = Vec::new();
+    for (what, remove, missing) in [
+        ("no /run", "run", "it has no /run directory"),
+        (
+            "no os-release",
+            "etc/os-release",
+            "it has no /etc/os-release",
+        ),
+        ("no init", "sbin/init", "it has no init"),
+    ] {
+        let case = dir.join(remove.replace('/', "-"));
+        let s = staging(&case, &busybox, &token("unswitchable"));
+        let gone = s.join(remove);
+        if gone.is_dir() {
+            fs::remove_dir(&gone).unwrap();
+        } else {
+            fs::remove_file(&gone).unwrap();
+        }
+        let img = case.join("root.img");
+        run(Command::new("mke2fs")
+            .args(["-q", "-t", "ext4", "-d"])
+            .arg(&s)
+            .args(["-U", uuid])
+            .arg(&img)
+            .arg("16M"));
+        let opts = BootOptions {
+            memory_mib: 1024,
+            extra_append: format!(
+                "root=UUID={uuid} rd.timeout=20 systemd.show_status=1 \
+                 systemd.default_timeout_start_sec=120"
+            ),
+            extra_args: vec!["-drive".into(), drive(&img, "if=virtio").into()],
+            timeout: Duration::from_secs(300),
+            type_when: Some((
+                "composer: emergency mode".into(),
+                "echo SHELL-ALIVE-$((6*7))\n".into(),
+            )),
+            stop_when: Some("SHELL-ALIVE-42".into()),
+            ..BootOptions::default()
+        };
+        let r = support::qemu_boot_with(&kernel, &image, &opts);
+        eprintln!(
+            "--- {what} ({:.1} s) ---\n{}",
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        let named = r
+            .console
+            .lines()
+            .any(|l| l.contains("cannot be switched to") && l.contains(missing));
+        // The only unit that failed is the check (the root's console keymap and
+        // font, when the build machine has them, load without a VGA card too).
+        if r.console.contains("composer:   composer-console.service") {
+            failed.push(format!("{what}: composer-console.service failed"));
+        }
+        if r.timed_out || !named || !r.console.contains("SHELL-ALIVE-42") {
+            failed.push(format!(
+                "{what}: {}",
+                if r.timed_out {
+                    "no emergency shell before the timeout"
+                } else if !named {
+                    "the emergency shell does not name what is missing"
+                } else {
+                    "the shell did not answer"
+                }
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("; "));
+}
+
 const DEBIAN_UUID: &str = "3e2d1c0b-aaaa-4bbb-8ccc-0123456789ab";
 
 /// A real Debian userspace, made once with `debootstrap --variant=minbase` (systemd as

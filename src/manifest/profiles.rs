@@ -68,6 +68,18 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-console.service"),
     ),
     (
+        "init/composer-switch-check",
+        include_str!("../../profiles/init/composer-switch-check"),
+    ),
+    (
+        "init/composer-switch-check.service",
+        include_str!("../../profiles/init/composer-switch-check.service"),
+    ),
+    (
+        "init/switch-root-check.conf",
+        include_str!("../../profiles/init/switch-root-check.conf"),
+    ),
+    (
         "init/emergency-shell.conf",
         include_str!("../../profiles/init/emergency-shell.conf"),
     ),
