@@ -62,7 +62,7 @@ pub fn list_spec(
 pub fn build(spec: &ImageSpec, out: Output, sync: bool) -> Result<BuildReport> {
     trim_heap();
     let layout = crate::plan::image(spec);
-    let mut report = write::write_image(&layout, out, sync)?;
+    let mut report = write::write_image(&layout, out, sync, spec.max_size.clone())?;
     let mut warnings = spec.warnings.clone();
     warnings.append(&mut report.warnings);
     report.warnings = warnings;

@@ -82,6 +82,8 @@ pub struct ImageSpec {
     /// The image holds key material: written 0600 even over a file whose
     /// mode was wider.
     pub private: bool,
+    /// `[image] max_size` and where it was set.
+    pub max_size: Option<(u64, crate::entry::Origin)>,
     /// Files composer made for the image (concatenated microcode), kept
     /// until the image is written.
     pub(crate) _scratch: Option<tempfile::TempDir>,
@@ -99,6 +101,7 @@ impl ImageSpec {
             elf: None,
             output: None,
             private: false,
+            max_size: None,
             _scratch: None,
         }
     }

@@ -1,4 +1,5 @@
-//! Faults injected into builds: a full filesystem for every codec, a read-only
+//! Faults injected into builds: too little room for every codec, a filesystem filled
+//! during the write, `max_size`, a read-only
 //! target, SIGKILL and SIGTERM at random points of a large build, and two builds to
 //! one output at once. In each case the existing image stays byte for byte what it
 //! was (or becomes one complete new image), and no temporary file outlives the next
@@ -91,12 +92,16 @@ fn build(m: &Path, out: &Path) -> Command {
     cmd
 }
 
+/// An image larger than the output's free space is refused before anything is
+/// written, for every codec: the message names both sizes, the old image stays, no
+/// temporary is left. With room, the same build writes (and an image whose bound does
+/// not fit but whose compressed size does is measured, then written).
 #[test]
-fn a_full_filesystem_fails_cleanly_for_every_codec() {
+fn a_filesystem_without_room_refuses_before_writing_for_every_codec() {
     if !support::require_root() {
         return;
     }
-    let dir = Scratch::new("faults-enospc");
+    let dir = Scratch::new("faults-room");
     let ms = manifests(&dir, 4, 300_000);
     let Some(fs_) = Tmpfs::new(&dir.join("small"), "size=512k") else {
         support::skip("cannot mount a tmpfs");
@@ -111,7 +116,10 @@ fn a_full_filesystem_fails_cleanly_for_every_codec() {
             "{codec}: a 1.2 MB image fit in 512 KiB"
         );
         let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains("No space left"), "{codec}: {e}");
+        assert!(
+            e.contains("the image needs") && e.contains(" free; nothing was written"),
+            "{codec}: {e}"
+        );
         assert_eq!(fs::read(&out).unwrap(), b"the previous image", "{codec}");
         assert!(
             temporaries(&fs_.0).is_empty(),
@@ -119,6 +127,133 @@ fn a_full_filesystem_fails_cleanly_for_every_codec() {
             temporaries(&fs_.0)
         );
     }
+    // 1.2 MB of zeros: more than the room before compression, a few KiB after.
+    let zeros = dir.join("zeros");
+    fs::create_dir_all(zeros.join("root/data")).unwrap();
+    fs::write(zeros.join("root/data/z"), vec![0u8; 1_200_000]).unwrap();
+    let m = zeros.join("zstd.toml");
+    fs::write(
+        &m,
+        "root = \"root\"\n\n[[tree]]\nsrc = \"/data\"\n\n[[segment]]\nname = \"main\"\ncompression = \"zstd\"\n",
+    )
+    .unwrap();
+    let o = support::run(&mut build(&m, &out));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let image = fs::read(&out).unwrap();
+    assert!(image.len() < 64 << 10 && image.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]));
+    assert!(temporaries(&fs_.0).is_empty());
+
+    let Some(big) = Tmpfs::new(&dir.join("big"), "size=4m") else {
+        return;
+    };
+    let out = big.0.join("initrd.img");
+    for (codec, m) in &ms {
+        let o = support::run(&mut build(m, &out));
+        assert!(
+            o.status.success(),
+            "{codec} with room: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// The room the build saw goes while it writes (another writer fills the filesystem):
+/// the write fails with ENOSPC, the old image stays byte for byte, no temporary is left.
+#[test]
+fn a_filesystem_filled_during_the_write_keeps_the_old_image() {
+    if !support::require_root() {
+        return;
+    }
+    let dir = Scratch::new("faults-enospc");
+    let data = dir.join("root/data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("noise"), noise(7, 12 << 20)).unwrap();
+    let m = dir.join("gzip.toml");
+    fs::write(
+        &m,
+        "root = \"root\"\n\n[[tree]]\nsrc = \"/data\"\n\n[[segment]]\nname = \"main\"\ncompression = \"gzip\"\nlevel = 9\n",
+    )
+    .unwrap();
+    let Some(fs_) = Tmpfs::new(&dir.join("boot"), "size=24m") else {
+        support::skip("cannot mount a tmpfs");
+        return;
+    };
+    let out = fs_.0.join("initrd.img");
+    fs::write(&out, b"the previous image").unwrap();
+    let mut child = build(&m, &out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the new image has bytes on disk, the room check is behind the build:
+    // fill what is left.
+    let started = std::time::Instant::now();
+    let writing = loop {
+        let growing = fs::read_dir(&fs_.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                e.file_name().to_string_lossy().starts_with(".composer-")
+                    && e.metadata().is_ok_and(|m| m.len() > 0)
+            });
+        if growing {
+            break true;
+        }
+        if child.try_wait().unwrap().is_some() || started.elapsed() > Duration::from_secs(60) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert!(writing, "the build ended before it wrote");
+    {
+        use std::io::Write;
+        let mut filler = fs::File::create(fs_.0.join("filler")).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        while filler.write_all(&chunk).is_ok() {}
+    }
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the build fit in a full filesystem");
+    assert!(e.contains("No space left"), "{e}");
+    assert_eq!(fs::read(&out).unwrap(), b"the previous image");
+    assert!(temporaries(&fs_.0).is_empty(), "{:?}", temporaries(&fs_.0));
+}
+
+/// `[image] max_size` refuses a larger image at its line, before writing.
+#[test]
+fn max_size_refuses_a_larger_image() {
+    let dir = Scratch::new("faults-max-size");
+    let ms = manifests(&dir, 2, 300_000);
+    let out = dir.join("initrd.img");
+    fs::write(&out, b"the previous image").unwrap();
+    for (codec, m) in ms.iter().filter(|(c, _)| ["none", "zstd"].contains(c)) {
+        fs::write(&out, b"the previous image").unwrap();
+        let text = fs::read_to_string(m).unwrap();
+        fs::write(m, format!("{text}\n[image]\nmax_size = \"500K\"\n")).unwrap();
+        let o = support::run(&mut build(m, &out));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{codec}: {e}");
+        assert!(
+            e.contains(&format!("{codec}.toml:")) && e.contains("max_size = 512000 bytes"),
+            "{codec}: {e}"
+        );
+        assert_eq!(fs::read(&out).unwrap(), b"the previous image");
+        fs::write(m, format!("{text}\n[image]\nmax_size = 1000000\n")).unwrap();
+        let o = support::run(&mut build(m, &out));
+        assert!(
+            o.status.success(),
+            "{codec}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let m = dir.join("bad.toml");
+    fs::write(&m, "[image]\nmax_size = \"lots\"\n").unwrap();
+    let o = support::run(&mut build(&m, &out));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("bad.toml:2:") && e.contains("not a size"),
+        "{e}"
+    );
 }
 
 #[test]

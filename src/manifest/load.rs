@@ -57,6 +57,8 @@ pub struct Loaded {
     pub root: PathBuf,
     pub defaults: Defaults,
     pub image: ImageSettings,
+    /// `[image] max_size` in bytes, and where it was set.
+    pub max_size: Option<(u64, Origin)>,
     /// The kernel's module tree when it is not in the root.
     pub kmoddir: Option<PathBuf>,
     /// The init the image gets (its profile is among `docs`).
@@ -529,6 +531,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     loader.cli_vars();
     let mut defaults = Defaults::default();
     let mut image = ImageSettings::default();
+    let mut max_size = None;
     let mut output = PathBuf::from("/boot/initrd.img-${kver}");
     for doc in &loader.docs {
         let m = &doc.manifest;
@@ -540,6 +543,14 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             image.parents = i.parents.or(image.parents);
             image.align_mode = i.align_mode.or(image.align_mode);
             image.reflink = i.reflink.or(image.reflink);
+            if let Some(m) = &i.max_size {
+                let origin = doc.origin(m.pos);
+                let bytes = m.value.bytes().ok_or_else(|| {
+                    Error::at(origin.clone(), "max_size is not a size")
+                        .with_hint("write bytes (50000000) or a number with K, M or G (\"48M\")")
+                })?;
+                max_size = Some((bytes, origin));
+            }
             if let Some(o) = &i.output {
                 let text = String::from_utf8_lossy(&o.value.0).into_owned();
                 output = PathBuf::from(expand(&text, o.pos, &doc.file, &loader.vars)?);
@@ -567,6 +578,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         root,
         defaults,
         image,
+        max_size,
         kmoddir: opts.kmoddir.clone(),
         init,
         output,

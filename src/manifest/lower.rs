@@ -842,6 +842,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         elf: lowered.elf,
         output: Some(loaded.output.clone()),
         private: !keys.is_empty(),
+        max_size: loaded.max_size.clone(),
         _scratch: scratch,
     })
 }

@@ -289,6 +289,38 @@ pub struct ImageSettings {
     /// copies every byte through memory, so that later writes to the image
     /// or to a source pay no copy-on-write (see the book's benchmarks).
     pub reflink: Option<bool>,
+    /// The most the image may take on disk: bytes, or a number with `K`,
+    /// `M` or `G` (powers of 1024), e.g. `"48M"`. A larger image is refused
+    /// before anything is written, as one that does not fit the output's
+    /// free space is.
+    pub max_size: Option<Spanned<SizeSpec>>,
+}
+
+/// A size: bytes, or a string with a `K`, `M` or `G` suffix.
+#[derive(Deserialize, JsonSchema, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SizeSpec {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeSpec {
+    /// The size in bytes, or None for text that is not a size.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            SizeSpec::Bytes(n) => Some(*n),
+            SizeSpec::Text(t) => {
+                let t = t.trim();
+                let (num, shift) = match t.chars().last()? {
+                    'K' | 'k' => (&t[..t.len() - 1], 10),
+                    'M' | 'm' => (&t[..t.len() - 1], 20),
+                    'G' | 'g' => (&t[..t.len() - 1], 30),
+                    _ => (t, 0),
+                };
+                num.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
+            }
+        }
+    }
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,17 +5,20 @@
 //!   its planned offsets, aligned data shared (copy_file_range) where the
 //!   filesystem clones blocks;
 //! * `compressed`: one archive encoded on the fly;
-//! * `output`: the atomic output file.
+//! * `output`: the atomic output file;
+//! * `budget`: the room an image may take (free space, `max_size`).
 
 mod archive;
+mod budget;
 mod compressed;
 mod output;
 
 pub use archive::WriteStats;
+pub use budget::Limits;
 pub use output::{remove_temporaries, Output};
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, Write};
 
 use crate::compress::Compression;
 use crate::error::{Error, Result, Warning};
@@ -53,21 +56,69 @@ fn misses<'a>(layout: &'a Layout<'a>) -> impl Iterator<Item = (Vec<u8>, u32)> + 
 }
 
 /// Writes every segment in order into `out`, then commits it (fsync and
-/// rename when `sync`).
-pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<BuildReport> {
-    let name = out.name();
-    let file = out.file();
+/// rename when `sync`). An image that does not fit its output's free space
+/// or `max` is refused before anything is written (see [`budget`]).
+pub fn write_image(
+    image: &ImageLayout,
+    out: Output,
+    sync: bool,
+    max: Option<(u64, crate::entry::Origin)>,
+) -> Result<BuildReport> {
+    let limits = Limits {
+        free: out.free_space(),
+        max,
+    };
+    let total = image.parts.iter().map(|p| p.layout.size).sum();
+    crate::progress::start(crate::progress::Step::Writing, total);
+    let report = match limits.bytes() {
+        Some(limit) if budget::bound(image).0 > limit => {
+            let (bound, exact) = budget::bound(image);
+            if exact {
+                return Err(budget::refuse(image, bound, &limits, true));
+            }
+            // Compressed: its size is known once written, in memory.
+            let mem = memory_file()?;
+            let report = write_parts(image, &mem, "the image in memory", false, false)?;
+            if report.size > limit {
+                return Err(budget::refuse(image, report.size, &limits, true));
+            }
+            let mut from = &mem;
+            from.seek(std::io::SeekFrom::Start(0))
+                .map_err(|e| Error::io("the image in memory", e))?;
+            std::io::copy(&mut from, &mut out.file()).map_err(|e| Error::io(out.name(), e))?;
+            report
+        }
+        _ => write_parts(image, out.file(), &out.name(), sync, image.reflink)?,
+    };
+    out.commit(sync)?;
+    crate::progress::finish();
+    Ok(report)
+}
+
+/// An anonymous file in memory.
+fn memory_file() -> Result<File> {
+    rustix::fs::memfd_create("composer-image", rustix::fs::MemfdFlags::CLOEXEC)
+        .map(File::from)
+        .map_err(|e| Error::io("a memory file for the image", e.into()))
+}
+
+/// Writes every segment in order into `file` from its start.
+fn write_parts(
+    image: &ImageLayout,
+    file: &File,
+    name: &str,
+    sync: bool,
+    reflink: bool,
+) -> Result<BuildReport> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let writers = cpus.min(4) as usize;
     let mut report = BuildReport::default();
     let mut pos: u64 = 0;
-    let total = image.parts.iter().map(|p| p.layout.size).sum();
-    crate::progress::start(crate::progress::Step::Writing, total);
     let mut prev: Option<Compression> = None;
     for part in &image.parts {
         let segment = part.segment;
         let pad = gap_before(pos, prev, part.start_align);
-        zeros(file, &name, pad)?;
+        zeros(file, name, pad)?;
         pos += pad;
         debug_assert!(part.start.is_none_or(|s| s == pos));
         let layout = &part.layout;
@@ -76,9 +127,9 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
             let how = archive::How {
                 base: pos,
                 writeback: sync,
-                reflink: image.reflink,
+                reflink,
             };
-            let stats = archive::write_at(layout, file, &name, writers, how)?;
+            let stats = archive::write_at(layout, file, name, writers, how)?;
             report.stats.copy_file_range_bytes += stats.copy_file_range_bytes;
             report.stats.buffered_bytes += stats.buffered_bytes;
             report.stats.hole_bytes += stats.hole_bytes;
@@ -86,14 +137,12 @@ pub fn write_image(image: &ImageLayout, out: Output, sync: bool) -> Result<Build
             pos += layout.size;
         } else if !part.chunks.is_empty() {
             let opts = segment.encode_options(cpus);
-            pos = compressed::write_chunks(&part.chunks, file, &name, &opts, pos)?;
+            pos = compressed::write_chunks(&part.chunks, file, name, &opts, pos)?;
         } else {
-            pos += compressed::write(layout, file, &name, &segment.encode_options(cpus))?;
+            pos += compressed::write(layout, file, name, &segment.encode_options(cpus))?;
         }
         prev = Some(segment.compression);
     }
-    out.commit(sync)?;
-    crate::progress::finish();
     report.stats.bytes = pos;
     report.size = pos;
     Ok(report)

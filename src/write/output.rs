@@ -248,6 +248,18 @@ impl Output {
         self
     }
 
+    /// Bytes the output's filesystem has free for this file, and the
+    /// directory it goes to; None for a stream.
+    pub fn free_space(&self) -> Option<(u64, PathBuf)> {
+        match self {
+            Output::Stream { .. } => None,
+            Output::Atomic { temp, target, .. } => {
+                let st = rustix::fs::fstatvfs(temp.file().as_file()).ok()?;
+                Some((st.f_bavail.saturating_mul(st.f_frsize), parent_dir(target)))
+            }
+        }
+    }
+
     pub fn file(&self) -> &File {
         match self {
             Output::Stream { file, .. } => file,
