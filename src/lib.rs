@@ -5,9 +5,11 @@
 //! [`entry::Entry`] values under a [`policy::Policy`], with what the
 //! filesystem says about them ([`resolve`]); [`plan`] decides every offset
 //! and padding byte; [`write`] writes the image atomically. [`image`] and
-//! [`extract`] read images back. The library returns values and warnings
+//! [`extract`] read images back; [`boot_check`] tells whether an image
+//! brings up the root's stack. The library returns values and warnings
 //! and never prints: the `composer` binary does.
 
+pub mod boot_check;
 pub mod bytes;
 pub mod cache;
 pub mod compress;

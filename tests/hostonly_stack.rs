@@ -63,6 +63,12 @@ echo $? >/out/build.rc
 /tmp/composer why $k /tmp/initrd.toml usr/sbin/cryptsetup usr/sbin/lvm usr/sbin/mdadm \
     raid1 dm_crypt etc/crypttab etc/mdadm/mdadm.conf >/out/why.txt 2>&1
 /tmp/composer inspect /out/hostonly.img >/out/inspect.txt 2>&1
+/tmp/composer check-boot $k --json /out/hostonly.img >/out/check.json 2>/out/check.err
+echo $? >/out/check.rc
+printf 'include = ["hostonly"]\n[stack]\nfrom_root = false\n' >/tmp/nostack.toml
+/tmp/composer build $k /tmp/nostack.toml -o /tmp/nostack.img --no-sync >/out/nostack.log 2>&1
+/tmp/composer check-boot $k --json /tmp/nostack.img >/out/check-nostack.json 2>&1
+echo $? >/out/check-nostack.rc
 $b cat /proc/self/mountinfo >/out/mountinfo
 (cd /out && $b tar -cf /dev/vdd .)
 $b sync
@@ -317,6 +323,51 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
             !mods.contains(other),
             "the hostonly image has {other}, which the guest does not use"
         );
+    }
+    // check-boot, in the guest, on its own stack: the hostonly image brings up every
+    // layer; without `[stack]` (no cryptsetup, lvm, mdadm) the md, LUKS and LVM layers
+    // fail, each naming its programs, and the disks and the filesystem still pass.
+    eprintln!(
+        "--- check-boot ---\n{}{}\n--- check-boot without [stack] ---\n{}",
+        read("check.json"),
+        read("check.err"),
+        read("check-nostack.json")
+    );
+    assert_eq!(
+        read("check.rc").trim(),
+        "0",
+        "check-boot fails the hostonly image"
+    );
+    assert_eq!(
+        read("check-nostack.rc").trim(),
+        "1",
+        "check-boot passes the image without the stack's programs"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&read("check-nostack.json")).unwrap();
+    let checks = doc["checks"].as_array().unwrap();
+    let failing = |prefix: &str, program: &str| {
+        checks.iter().any(|c| {
+            c["layer"].as_str().unwrap_or("").starts_with(prefix)
+                && c["missing"]
+                    .to_string()
+                    .contains(&format!("program {program}"))
+        })
+    };
+    assert!(failing("md array", "mdadm"), "no md layer naming mdadm");
+    assert!(
+        failing("LUKS", "cryptsetup"),
+        "no LUKS layer naming cryptsetup"
+    );
+    assert!(failing("LVM volume", "lvm"), "no LVM layer naming lvm");
+    for c in checks {
+        let layer = c["layer"].as_str().unwrap_or("");
+        if layer.starts_with("disk") || layer.starts_with("root filesystem") || layer == "init" {
+            assert_eq!(
+                c["missing"].as_array().map(Vec::len),
+                Some(0),
+                "{layer} fails: {c}"
+            );
+        }
     }
     // `composer why` names the layer behind the stack's modules, programs and files:
     // one block per target, from its `/path (size)` line to the next.

@@ -19,6 +19,7 @@ mod boot_root;
 mod boot_storage;
 mod boot_tpm2;
 mod boot_usr;
+mod check_boot;
 mod cli;
 mod deb_package;
 mod elf_boot;

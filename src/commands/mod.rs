@@ -5,6 +5,7 @@ mod args;
 mod build;
 mod cat;
 mod check;
+mod check_boot;
 mod completions;
 mod deps;
 mod diff;
@@ -75,6 +76,10 @@ pub enum Command {
     Verify(verify::Args),
     /// Unpack an initrd into a new or empty directory, never writing outside it.
     Extract(extract::Args),
+    /// Tell whether an initrd brings up this machine's root, layer by layer
+    /// (controller, md, LUKS, LVM, filesystem, init, root=).
+    #[command(name = "check-boot")]
+    CheckBoot(check_boot::Args),
     /// Show what differs between two initrds, entry by entry.
     Diff(diff::Args),
     /// Explain why an entry, kernel module or firmware file is in a
@@ -103,6 +108,7 @@ pub fn exec(cli: Cli) -> Result<()> {
         Command::Cat(a) => cat::exec(a),
         Command::Verify(a) => verify::exec(a),
         Command::Extract(a) => extract::exec(a),
+        Command::CheckBoot(a) => check_boot::exec(a),
         Command::Diff(a) => diff::exec(a),
         Command::Why(a) => why::exec(a),
         Command::Completions(a) => completions::exec(a, Cli::command()),

@@ -37,6 +37,7 @@ pub use lower::lower;
 pub use profiles::{
     builtin_names as profile_names, find as find_profile, INSTALLED as PROFILES_INSTALLED,
 };
+pub(crate) use stack::{is_key_path, running as running_stack};
 
 /// The JSON Schema of the manifest, as `composer schema` prints it.
 pub fn schema_json() -> String {

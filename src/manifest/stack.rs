@@ -24,7 +24,7 @@ pub(super) const MOUNTS: [&str; 2] = ["/", "/usr"];
 
 /// The running machine's stack under [`MOUNTS`], with the crypttab of the
 /// root the build reads; read once per process and root.
-pub(super) fn running(root: &Path) -> std::result::Result<Stack, String> {
+pub(crate) fn running(root: &Path) -> std::result::Result<Stack, String> {
     type Memo = Option<(PathBuf, std::result::Result<Stack, String>)>;
     static READ: Mutex<Memo> = Mutex::new(None);
     let mut memo = READ.lock().unwrap_or_else(|e| e.into_inner());
@@ -241,7 +241,7 @@ fn add_keyfiles(root: &Path, stack: &Stack, origin: &Origin, found: &mut Found) 
 /// A crypttab key field that names a file the image could hold: an
 /// absolute path, not a device or kernel file system, not systemd's
 /// `PATH:DEVICE` form (a key on another device).
-pub(super) fn is_key_path(k: &str) -> bool {
+pub(crate) fn is_key_path(k: &str) -> bool {
     k.starts_with('/')
         && !k.contains(':')
         && !["/dev/", "/proc/", "/sys/"]

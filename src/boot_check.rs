@@ -1,0 +1,538 @@
+//! `composer check-boot`: whether an image can bring up the root it is
+//! for, layer by layer, before anyone boots it.
+//!
+//! Input: an image, the root's block stack (the stack model of
+//! [`crate::stack`], read from the running machine), the kernel's full
+//! module tree for the image's kernel (the reference for what a device or
+//! a layer needs: the image's own indexes only know the modules it holds)
+//! and the kernel command line. Output: each layer, bottom to top, with
+//! what it needs and what of that the image lacks; the init; whether
+//! `root=` names the stack's top.
+//!
+//! What each layer needs is what the hostonly profile would add for it
+//! ([`crate::stack::needs`]): modules by name or alias, resolved with
+//! modprobe's rules in the reference tree to the files that must be in the
+//! image (or built into the kernel), and programs. A disk needs, for each
+//! device from it up to the bus whose modalias the reference tree maps to
+//! modules, one of those modules. A LUKS device whose image crypttab line
+//! names a key file needs that file in the image.
+
+use crate::cpio::reader::RawEntry;
+use crate::image::Image;
+use crate::resolve::kmod::{ModuleTree, Step};
+use crate::stack::{Kind, LayerId, Stack};
+use std::collections::HashMap;
+
+/// One line of the verdict: a layer (or the init, or the command line),
+/// with what it needs that the image has and what it lacks.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    /// What is checked: `LUKS luks-... (aes-xts-plain64)`, `init`, ...
+    pub layer: String,
+    /// Nesting under the mount (0: the filesystem, the init, the command line).
+    pub depth: usize,
+    pub found: Vec<String>,
+    pub missing: Vec<String>,
+    /// What would add the missing pieces.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(layer: String, depth: usize) -> Check {
+        Check {
+            layer,
+            depth,
+            found: Vec::new(),
+            missing: Vec::new(),
+            fix: None,
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+/// The verdict on one image.
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    pub image: String,
+    pub kver: String,
+    pub checks: Vec<Check>,
+    /// What could not be checked, said but not failing.
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn bootable(&self) -> bool {
+        self.checks.iter().all(Check::ok)
+    }
+
+    /// The text `check-boot` prints.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "{}: {} (kernel {})\n",
+            self.image,
+            if self.bootable() {
+                "bootable"
+            } else {
+                "NOT bootable"
+            },
+            self.kver
+        );
+        for c in &self.checks {
+            let indent = "  ".repeat(c.depth + 1);
+            if c.ok() {
+                s.push_str(&format!("{indent}ok       {}", c.layer));
+                if !c.found.is_empty() {
+                    s.push_str(&format!(": {}", c.found.join(", ")));
+                }
+                s.push('\n');
+            } else {
+                s.push_str(&format!(
+                    "{indent}MISSING  {}: {}\n",
+                    c.layer,
+                    c.missing.join(", ")
+                ));
+                if let Some(f) = &c.fix {
+                    s.push_str(&format!("{indent}         add: {f}\n"));
+                }
+            }
+        }
+        for n in &self.notes {
+            s.push_str(&format!("  note: {n}\n"));
+        }
+        s
+    }
+}
+
+/// The names of an image as the unpacked tree has them (the last entry of
+/// a name wins), with symlinks followed inside the image.
+pub struct Names<'a> {
+    entries: HashMap<Vec<u8>, &'a RawEntry>,
+}
+
+/// Path components without empty ones and `.`.
+fn components(path: &[u8]) -> Vec<&[u8]> {
+    path.split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .collect()
+}
+
+impl<'a> Names<'a> {
+    pub fn of(image: &'a Image) -> Names<'a> {
+        let mut entries = HashMap::new();
+        for (_, e) in image.entries() {
+            if e.is_trailer() || e.skip.is_some() {
+                continue;
+            }
+            let name = components(&e.name).join(&b'/');
+            if !name.is_empty() {
+                entries.insert(name, e);
+            }
+        }
+        Names { entries }
+    }
+
+    /// The entry `path` names, symlinks followed (40 at most, as the
+    /// kernel's lookup), or None.
+    pub fn resolve(&self, path: &str) -> Option<&'a RawEntry> {
+        let mut todo: Vec<Vec<u8>> = components(path.as_bytes())
+            .into_iter()
+            .rev()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut done: Vec<Vec<u8>> = Vec::new();
+        let mut links = 0;
+        let mut found = None;
+        while let Some(c) = todo.pop() {
+            if c == b".." {
+                done.pop();
+                continue;
+            }
+            done.push(c);
+            let e = *self.entries.get(&done.join(&b'/'))?;
+            if e.is_symlink() {
+                links += 1;
+                if links > 40 {
+                    return None;
+                }
+                let target = e.link.clone().unwrap_or_default();
+                done.pop();
+                if target.starts_with(b"/") {
+                    done.clear();
+                }
+                todo.extend(components(&target).into_iter().rev().map(<[u8]>::to_vec));
+                continue;
+            }
+            if !todo.is_empty() && !e.is_dir() {
+                return None;
+            }
+            found = Some(e);
+        }
+        found
+    }
+
+    /// A regular file with an execute bit at `path`.
+    fn executable(&self, path: &str) -> bool {
+        self.resolve(path)
+            .is_some_and(|e| e.is_regular() && e.header.mode & 0o111 != 0)
+    }
+
+    /// The first of the usual program directories that has `name`.
+    fn program(&self, name: &str) -> Option<String> {
+        ["usr/sbin", "usr/bin", "sbin", "bin"]
+            .iter()
+            .map(|d| format!("{d}/{name}"))
+            .find(|p| self.executable(p))
+    }
+
+    /// The kernel versions of the module trees in the image.
+    pub fn kernels(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .entries
+            .keys()
+            .filter_map(|k| {
+                let k = std::str::from_utf8(k).ok()?;
+                let rest = k
+                    .strip_prefix("usr/lib/modules/")
+                    .or_else(|| k.strip_prefix("lib/modules/"))?;
+                (!rest.contains('/')).then(|| rest.to_string())
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+/// What a check needs besides the image and the stack.
+pub struct Inputs<'a> {
+    pub image: &'a Image,
+    pub stack: &'a Stack,
+    /// The kernel's full module tree (the reference).
+    pub tree: &'a ModuleTree,
+    /// The kernel command line the image boots with.
+    pub cmdline: &'a str,
+    /// The image's crypttab, if it has one.
+    pub crypttab: Option<&'a str>,
+}
+
+/// The files `query` loads with modprobe's rules in the reference tree:
+/// Ok(files to find in the image) or Err(why not).
+fn module_files(tree: &ModuleTree, query: &str) -> std::result::Result<Vec<String>, String> {
+    let steps = tree
+        .show_depends(query, false)
+        .ok_or_else(|| format!("no module for `{query}` in the kernel's tree"))?;
+    Ok(steps
+        .into_iter()
+        .filter_map(|p| match p.step {
+            Step::Insmod { relpath, .. } => Some(relpath),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Whether the image holds the module file `relpath` of kernel `kver`.
+fn has_module(names: &Names, kver: &str, relpath: &str) -> bool {
+    ["usr/lib/modules", "lib/modules"]
+        .iter()
+        .any(|b| names.resolve(&format!("{b}/{kver}/{relpath}")).is_some())
+}
+
+/// The module name of a file path (`kernel/fs/ext4/ext4.ko.xz` -> `ext4`).
+fn module_name(relpath: &str) -> String {
+    let base = relpath.rsplit('/').next().unwrap_or(relpath);
+    base.split(".ko").next().unwrap_or(base).replace('-', "_")
+}
+
+/// Checks `need` (module queries) for one layer.
+fn check_modules(c: &mut Check, names: &Names, tree: &ModuleTree, queries: &[String]) {
+    for q in queries {
+        match module_files(tree, q) {
+            Err(e) => c.missing.push(e),
+            Ok(files) if files.is_empty() => c.found.push(format!("{q} (built in)")),
+            Ok(files) => {
+                let lacking: Vec<&String> = files
+                    .iter()
+                    .filter(|f| !has_module(names, &tree.kver, f))
+                    .collect();
+                if lacking.is_empty() {
+                    c.found.push(q.clone());
+                } else {
+                    for f in lacking {
+                        c.missing.push(format!("module {} ({q})", module_name(f)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A disk: for each device from it up to the bus whose modalias the tree
+/// maps to modules, one of them in the image (or built in).
+fn check_disk(c: &mut Check, names: &Names, tree: &ModuleTree, disk: &crate::stack::Disk) {
+    for d in &disk.devices {
+        let found = tree.lookup(&d.modalias);
+        if found.is_empty() {
+            continue;
+        }
+        let mut wanted = Vec::new();
+        let mut any = false;
+        for f in &found {
+            let name = f.obj.name.clone();
+            match module_files(tree, &name) {
+                Ok(files) if files.iter().all(|r| has_module(names, &tree.kver, r)) => {
+                    any = true;
+                    c.found.push(if files.is_empty() {
+                        format!("{name} (built in)")
+                    } else {
+                        name
+                    });
+                    break;
+                }
+                _ => wanted.push(name),
+            }
+        }
+        if !any {
+            c.missing.push(format!(
+                "a driver for {} (module {})",
+                d.path.display(),
+                wanted.join(" or ")
+            ));
+        }
+    }
+}
+
+/// The image's crypttab line for a LUKS layer, by name or UUID.
+fn crypttab_line<'t>(
+    lines: &'t [crate::stack::CrypttabEntry],
+    c: &crate::stack::Crypt,
+) -> Option<&'t crate::stack::CrypttabEntry> {
+    lines.iter().find(|l| {
+        l.name == c.name
+            || matches!(&l.device, crate::stack::DeviceSpec::Uuid(u)
+                if c.luks_uuid.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(u)))
+    })
+}
+
+/// How deep each layer sits under the stack's tops.
+fn depths(stack: &Stack) -> HashMap<LayerId, usize> {
+    let mut d = HashMap::new();
+    let mut todo: Vec<(LayerId, usize)> = stack.tops.iter().map(|&t| (t, 0)).collect();
+    let mut steps = 0;
+    while let Some((id, n)) = todo.pop() {
+        steps += 1;
+        if steps > 100_000 || id >= stack.layers.len() {
+            break;
+        }
+        if d.get(&id).is_some_and(|&old| old >= n) {
+            continue;
+        }
+        d.insert(id, n);
+        for &b in &stack.layers[id].below {
+            todo.push((b, n + 1));
+        }
+    }
+    d
+}
+
+/// The value of `key=` on the command line (the last one wins, as the
+/// kernel's and systemd's parsers take it).
+fn cmdline_value<'c>(cmdline: &'c str, key: &str) -> Option<&'c str> {
+    cmdline
+        .split_whitespace()
+        .rev()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Whether `root=` names the filesystem layer `top`.
+fn names_root(root: &str, stack: &Stack, top: LayerId) -> bool {
+    let layer = &stack.layers[top];
+    let Kind::Filesystem(f) = &layer.kind else {
+        return false;
+    };
+    let eq = |a: &str, b: &Option<String>| b.as_deref().is_some_and(|b| a.eq_ignore_ascii_case(b));
+    if let Some(u) = root.strip_prefix("UUID=") {
+        return eq(u, &f.uuid);
+    }
+    if let Some(l) = root.strip_prefix("LABEL=") {
+        return f.label.as_deref() == Some(l);
+    }
+    if let Some(u) = root.strip_prefix("/dev/disk/by-uuid/") {
+        return eq(u, &f.uuid);
+    }
+    if let Some(l) = root.strip_prefix("/dev/disk/by-label/") {
+        return f.label.as_deref() == Some(l);
+    }
+    // A device path: the filesystem's device, its source as mounted, or
+    // the layer below by its kernel or mapper name.
+    let below_names: Vec<String> = layer
+        .below
+        .iter()
+        .filter_map(|&b| stack.layers.get(b))
+        .flat_map(|b| {
+            let n = b.kind.name().to_string();
+            let mut v = vec![
+                format!("/dev/{n}"),
+                format!("/dev/mapper/{n}"),
+                b.dev.clone(),
+            ];
+            if let Kind::Lvm(l) = &b.kind {
+                v.push(format!("/dev/{}/{}", l.vg, l.lv));
+                v.push(format!(
+                    "/dev/mapper/{}-{}",
+                    l.vg.replace('-', "--"),
+                    l.lv.replace('-', "--")
+                ));
+            }
+            v
+        })
+        .collect();
+    root == f.device || root == f.source || below_names.iter().any(|n| n == root)
+}
+
+/// Checks the image against the stack, the tree and the command line.
+pub fn check(inputs: &Inputs) -> Report {
+    let names = Names::of(inputs.image);
+    let stack = inputs.stack;
+    let tree = inputs.tree;
+    let mut checks = Vec::new();
+    let mut notes: Vec<String> = stack.notes.clone();
+    let crypttab = inputs
+        .crypttab
+        .map(|t| crate::stack::parse_crypttab(t).0)
+        .unwrap_or_default();
+    let depth = depths(stack);
+    let needs = crate::stack::needs(stack);
+    // Bottom up: the disks first, the filesystem last.
+    for need in needs.iter().rev() {
+        let layer = &stack.layers[need.layer];
+        let mut c = Check::new(
+            crate::stack::describe(stack, need.layer),
+            depth.get(&need.layer).copied().unwrap_or(0),
+        );
+        check_modules(&mut c, &names, tree, &need.modules);
+        for p in &need.programs {
+            match names.program(p) {
+                Some(_) => c.found.push(p.clone()),
+                None => c.missing.push(format!("program {p}")),
+            }
+        }
+        match &layer.kind {
+            Kind::Disk(d) => check_disk(&mut c, &names, tree, d),
+            Kind::Crypt(cr) => {
+                if let Some(key) = crypttab_line(&crypttab, cr).and_then(|l| l.keyfile.as_deref()) {
+                    if crate::manifest::is_key_path(key) {
+                        if names.resolve(key).is_some_and(RawEntry::is_regular) {
+                            c.found.push(format!("key file {key}"));
+                        } else {
+                            c.missing
+                                .push(format!("key file {key} (the image's crypttab names it)"));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !c.ok() {
+            c.fix = Some(fix_for(&layer.kind));
+        }
+        checks.push(c);
+    }
+
+    // The init the kernel runs: rdinit=, else /init.
+    let rdinit = cmdline_value(inputs.cmdline, "rdinit").unwrap_or("/init");
+    let mut c = Check::new("init".into(), 0);
+    if names.executable(rdinit) {
+        c.found.push(rdinit.to_string());
+    } else {
+        c.missing
+            .push(format!("{rdinit} (an executable the kernel runs)"));
+        c.fix = Some("`init = \"systemd\"` or `init = \"shell\"` in the manifest".into());
+    }
+    checks.push(c);
+
+    // The command line names the root the stack has.
+    let top = stack
+        .tops
+        .iter()
+        .copied()
+        .find(|&t| matches!(&stack.layers[t].kind, Kind::Filesystem(f) if f.mountpoint == "/"));
+    match (cmdline_value(inputs.cmdline, "root"), top) {
+        (Some(root), Some(top)) => {
+            let mut c = Check::new(format!("root={root}"), 0);
+            if names_root(root, stack, top) {
+                c.found.push(crate::stack::describe(stack, top));
+            } else {
+                c.missing.push(format!(
+                    "it does not name the root filesystem ({})",
+                    crate::stack::describe(stack, top)
+                ));
+                c.fix = Some("the kernel command line (/etc/kernel/cmdline)".into());
+            }
+            checks.push(c);
+        }
+        (None, _) => notes.push(
+            "the command line has no root=: only systemd's gpt-auto generator can find the root"
+                .into(),
+        ),
+        (Some(_), None) => notes.push("the stack has no filesystem mounted on /".into()),
+    }
+    Report {
+        image: inputs.image.name.clone(),
+        kver: tree.kver.clone(),
+        checks,
+        notes,
+    }
+}
+
+/// The manifest lines that add what a layer lacks.
+fn fix_for(kind: &Kind) -> String {
+    match kind {
+        Kind::Disk(_) => "the controller's module: `modules = [\"NAME\"]`, or the hostonly \
+                          or generic profile"
+            .into(),
+        Kind::Filesystem(f) => format!(
+            "`modules = [\"{}\"]` (or the hostonly profile's `[[module]] rootfs = true`)",
+            f.fstype
+        ),
+        Kind::Crypt(_) => "`[stack] from_root = true` (cryptsetup, dm-crypt and the ciphers), \
+                           `keyfiles = true` for a key file"
+            .into(),
+        Kind::Lvm(_) | Kind::Md(_) | Kind::Multipath(_) | Kind::Mapper(_) => {
+            "`[stack] from_root = true` (the layer's programs and modules)".into()
+        }
+        Kind::Partition(_) | Kind::Loop(_) => "`modules = [\"loop\"]`".into(),
+    }
+}
+
+/// The running machine's stack under `/` and `/usr`, with the crypttab of
+/// `root` (read once per process, as a build reads it).
+pub fn running_stack(root: &std::path::Path) -> crate::error::Result<Stack> {
+    crate::manifest::running_stack(root).map_err(|e| {
+        crate::error::Error::usage(format!(
+            "cannot follow the root filesystem down to its devices: {e}"
+        ))
+        .with_hint("check-boot reads /proc/self/mountinfo and /sys of the running machine")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_root_on_the_command_line_counts() {
+        let c = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro root=UUID=abc quiet";
+        assert_eq!(cmdline_value(c, "root"), Some("UUID=abc"));
+        assert_eq!(cmdline_value(c, "rdinit"), None);
+        assert_eq!(cmdline_value("rootwait rootfstype=ext4", "root"), None);
+    }
+
+    #[test]
+    fn module_names_drop_the_suffix_and_dashes() {
+        assert_eq!(module_name("kernel/fs/ext4/ext4.ko.xz"), "ext4");
+        assert_eq!(module_name("kernel/drivers/md/dm-crypt.ko"), "dm_crypt");
+    }
+}

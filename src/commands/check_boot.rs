@@ -1,0 +1,150 @@
+//! `composer check-boot`: whether an image brings up the root's block stack.
+
+use std::path::{Path, PathBuf};
+
+use composer::boot_check::{self, Inputs, Names};
+use composer::error::{Error, Result};
+use composer::image::{cat, Want};
+use composer::resolve::kmod::ModuleTree;
+use composer::resolve::root::Root;
+
+use super::ui;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  composer check-boot /boot/initrd.img-$(uname -r)\n  \
+                        composer check-boot --kernel-cmdline \"root=/dev/vg/root rd.lvm.vg=vg\" initrd.img"
+)]
+pub struct Args {
+    /// The image (`-` for standard input).
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+    /// The root the image is for: its crypttab, kernel command line and
+    /// module tree are read there (the block stack is always the running
+    /// machine's, under / and /usr).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// The kernel command line the image boots with (default: the root's
+    /// /etc/kernel/cmdline, else, for the running root, /proc/cmdline).
+    #[arg(long, value_name = "TEXT")]
+    pub kernel_cmdline: Option<String>,
+    /// The image's kernel version (default: the one module tree in the image).
+    #[arg(long, value_name = "VERSION")]
+    pub kver: Option<String>,
+    /// The kernel's full module tree, when it is not the root's
+    /// lib/modules/VERSION (the reference for what each layer needs).
+    #[arg(long, value_name = "DIR")]
+    pub kmoddir: Option<PathBuf>,
+    /// Print JSON: `{image, kver, bootable, checks: [{layer, depth, found,
+    /// missing, fix}], notes}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The root's kernel command line: /etc/kernel/cmdline, else /proc/cmdline
+/// when the root is the running one.
+fn cmdline(root: &Path) -> String {
+    let file = Root::new(root)
+        .resolve(Path::new("/etc/kernel/cmdline"), true)
+        .ok()
+        .and_then(|p| composer::stack::read_bounded(&p, 64 << 10));
+    if let Some(b) = file {
+        return String::from_utf8_lossy(&b).trim().to_string();
+    }
+    if root == Path::new("/") {
+        return std::fs::read_to_string("/proc/cmdline")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+    }
+    String::new()
+}
+
+/// A small text file of the image (at most 1 MiB), if it has one.
+fn image_text(image: &composer::image::Image, path: &str) -> Option<String> {
+    let want = cat::find(image, path).ok()??;
+    let mut out = Vec::new();
+    image
+        .for_each_data(|seg, i, data| {
+            if (seg, i) == want {
+                std::io::Read::read_to_end(&mut std::io::Read::take(data, 1 << 20), &mut out)
+                    .map_err(|e| Error::io(path, e))?;
+            }
+            Ok(())
+        })
+        .ok()?;
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+pub fn exec(a: Args) -> Result<()> {
+    let image = ui::open_image(&a.image, Want::default())?;
+    if let Some(e) = image.fault_error() {
+        return Err(e);
+    }
+    let kver = match &a.kver {
+        Some(k) => k.clone(),
+        None => {
+            let kernels = Names::of(&image).kernels();
+            match kernels.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    return Err(Error::usage(format!(
+                        "{}: the image has no kernel modules",
+                        image.name
+                    ))
+                    .with_hint("name the kernel it is for with --kver VERSION"))
+                }
+                many => {
+                    return Err(Error::usage(format!(
+                        "{}: the image has modules of several kernels ({})",
+                        image.name,
+                        many.join(", ")
+                    ))
+                    .with_hint("name the one it boots with --kver VERSION"))
+                }
+            }
+        }
+    };
+    let root = Root::new(&a.root);
+    let scans = composer::cache::cache_dir().join("kmod-scan");
+    let tree = match &a.kmoddir {
+        Some(dir) => ModuleTree::open_in(&root, &kver, dir, Some(&scans)),
+        None => ModuleTree::open_with(&root, &kver, Some(&scans)),
+    }
+    .map_err(|e| {
+        Error::usage(format!("kernel {kver}: {e}"))
+            .with_hint("check-boot needs the kernel's full module tree: --kmoddir DIR")
+    })?;
+    let stack = boot_check::running_stack(&a.root)?;
+    let cmdline = a.kernel_cmdline.clone().unwrap_or_else(|| cmdline(&a.root));
+    let crypttab = image_text(&image, "etc/crypttab");
+    let report = boot_check::check(&Inputs {
+        image: &image,
+        stack: &stack,
+        tree: &tree,
+        cmdline: &cmdline,
+        crypttab: crypttab.as_deref(),
+    });
+    let text = if a.json {
+        let mut doc = serde_json::to_value(&report).unwrap_or_default();
+        doc["bootable"] = serde_json::Value::Bool(report.bootable());
+        ui::json_text(&doc)
+    } else {
+        report.render()
+    };
+    ui::print(&text)?;
+    if report.bootable() {
+        return Ok(());
+    }
+    let missing: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|c| !c.ok())
+        .map(|c| c.layer.as_str())
+        .collect();
+    Err(Error::found(format!(
+        "{}: cannot bring up {}",
+        image.name,
+        missing.join("; ")
+    )))
+}

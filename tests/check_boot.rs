@@ -1,0 +1,134 @@
+//! `composer check-boot` on this machine's own root (a filesystem on a virtio disk):
+//! the complete image passes; an image without the disk's driver, without the
+//! filesystem's module, without an init, or booted with a `root=` that names another
+//! filesystem fails, naming exactly that layer. (The layers this build host cannot
+//! make, md, LUKS and LVM, are checked inside the hostonly guest.)
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::{self, Scratch};
+
+/// The device the running root is mounted from, when it is a whole virtio disk or a
+/// partition of one.
+fn virtio_root() -> Option<String> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let line = info.lines().find(|l| l.split(' ').nth(4) == Some("/"))?;
+    let source = line.split(" - ").nth(1)?.split(' ').nth(1)?.to_string();
+    source.starts_with("/dev/vd").then_some(source)
+}
+
+fn check(image: &Path, kernel: &support::DebianKernel, cmdline: &str, json: bool) -> Output {
+    let mut cmd = support::composer();
+    cmd.arg("check-boot")
+        .arg("--kver")
+        .arg(&kernel.version)
+        .arg("--kmoddir")
+        .arg(kernel.modules_dir())
+        .arg("--kernel-cmdline")
+        .arg(cmdline);
+    if json {
+        cmd.arg("--json");
+    }
+    support::run(cmd.arg(image))
+}
+
+#[test]
+fn check_boot_names_the_layer_an_image_lacks() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(root) = virtio_root() else {
+        eprintln!("skipped: this machine's root is not on a virtio disk");
+        return;
+    };
+    let dir = Scratch::new("check-boot");
+    let image = |name: &str, manifest: &str| {
+        let m = dir.join(format!("{name}.toml"));
+        fs::write(&m, manifest).unwrap();
+        let out = dir.join(format!("{name}.img"));
+        support::run_ok(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&m)
+                .arg("-o")
+                .arg(&out),
+        );
+        out
+    };
+    let with = |modules: &str, init: &str| format!("init = \"{init}\"\nmodules = [{modules}]\n");
+    let all = "\"virtio_pci\", \"virtio_blk\", \"ext4\"";
+    let complete = image("complete", &with(all, "shell"));
+    let cmdline = format!("root={root}");
+
+    let o = check(&complete, &kernel, &cmdline, false);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "the complete image:\n{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains("bootable") && text.contains("virtio_blk"),
+        "{text}"
+    );
+
+    // Each broken image fails, naming exactly its layer.
+    let disk = root
+        .trim_start_matches("/dev/")
+        .trim_end_matches(char::is_numeric);
+    let cases = [
+        (
+            "no-virtio-blk",
+            image("no-virtio-blk", &with("\"virtio_pci\", \"ext4\"", "shell")),
+            cmdline.clone(),
+            format!("disk {disk}"),
+            "virtio_blk",
+        ),
+        (
+            "no-ext4",
+            image("no-ext4", &with("\"virtio_pci\", \"virtio_blk\"", "shell")),
+            cmdline.clone(),
+            "ext4".to_string(),
+            "module ext4",
+        ),
+        (
+            "no-init",
+            image("no-init", &with(all, "none")),
+            cmdline.clone(),
+            "init".to_string(),
+            "/init",
+        ),
+        (
+            "another-root",
+            complete.clone(),
+            "root=UUID=00000000-0000-4000-8000-000000000000".to_string(),
+            "root=UUID=00000000".to_string(),
+            "does not name the root filesystem",
+        ),
+    ];
+    for (what, img, cmdline, layer, missing) in &cases {
+        let o = check(img, &kernel, cmdline, true);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["bootable"], false, "{what}");
+        let failed: Vec<&serde_json::Value> = doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| !c["missing"].as_array().unwrap().is_empty())
+            .collect();
+        assert_eq!(failed.len(), 1, "{what}: {failed:?}");
+        let f = failed[0];
+        assert!(
+            f["layer"].as_str().unwrap().contains(layer.as_str()),
+            "{what}: {f}"
+        );
+        assert!(f["missing"].to_string().contains(missing), "{what}: {f}");
+    }
+}
