@@ -60,9 +60,20 @@ pub fn list_spec(
 /// Plans and writes an image; the report carries the spec's warnings
 /// first.
 pub fn build(spec: &ImageSpec, out: Output, sync: bool) -> Result<BuildReport> {
+    build_checked(spec, out, sync, None)
+}
+
+/// [`build`], with a look at the finished image before it replaces the
+/// old one (`composer build --check`): an error keeps the old one.
+pub fn build_checked(
+    spec: &ImageSpec,
+    out: Output,
+    sync: bool,
+    check: Option<write::BeforeCommit>,
+) -> Result<BuildReport> {
     trim_heap();
     let layout = crate::plan::image(spec);
-    let mut report = write::write_image(&layout, out, sync, spec.max_size.clone())?;
+    let mut report = write::write_image(&layout, out, sync, spec.max_size.clone(), check)?;
     let mut warnings = spec.warnings.clone();
     warnings.append(&mut report.warnings);
     report.warnings = warnings;

@@ -84,9 +84,24 @@ pub struct ImageSpec {
     pub private: bool,
     /// `[image] max_size` and where it was set.
     pub max_size: Option<(u64, crate::entry::Origin)>,
+    /// The root and kernel a manifest's image is for (None for a list),
+    /// for `composer build --check`.
+    pub target: Option<BootTarget>,
     /// Files composer made for the image (concatenated microcode), kept
     /// until the image is written.
     pub(crate) _scratch: Option<tempfile::TempDir>,
+}
+
+/// The root and kernel an image is built for.
+#[derive(Clone, Debug)]
+pub struct BootTarget {
+    pub root: std::path::PathBuf,
+    pub kver: String,
+    /// The kernel's module tree when it is not the root's.
+    pub kmoddir: Option<std::path::PathBuf>,
+    /// The image brings up the running root's own stack (`[stack]
+    /// from_root`, the hostonly profile): checked before it is installed.
+    pub hostonly: bool,
 }
 
 impl ImageSpec {
@@ -102,6 +117,7 @@ impl ImageSpec {
             output: None,
             private: false,
             max_size: None,
+            target: None,
             _scratch: None,
         }
     }

@@ -12,7 +12,7 @@ use crate::support::{self, Scratch};
 
 /// The device the running root is mounted from, when it is a whole virtio disk or a
 /// partition of one.
-fn virtio_root() -> Option<String> {
+pub(crate) fn virtio_root() -> Option<String> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let line = info.lines().find(|l| l.split(' ').nth(4) == Some("/"))?;
     let source = line.split(" - ").nth(1)?.split(' ').nth(1)?.to_string();

@@ -89,6 +89,13 @@ impl KernelInstall {
     /// `kernel-install -v ARGS` with composer's plugin and, for the bls layout,
     /// systemd's own 90-loaderentry.install after it.
     fn run(&self, args: &[&str]) -> std::process::Output {
+        let out = self.try_run(args);
+        assert!(out.status.success(), "kernel-install {args:?} failed");
+        out
+    }
+
+    /// [`Self::run`], whatever its exit status.
+    fn try_run(&self, args: &[&str]) -> std::process::Output {
         let plugins = format!(
             "{} /usr/lib/kernel/install.d/90-loaderentry.install",
             dist("kernel-install/50-composer.install").display()
@@ -110,7 +117,6 @@ impl KernelInstall {
             String::from_utf8_lossy(&out.stderr)
         );
         eprintln!("kernel-install {args:?}:\n{text}");
-        assert!(out.status.success(), "kernel-install {args:?} failed");
         out
     }
 }
@@ -281,12 +287,27 @@ fn debian_kernel_hooks_build_on_configure_and_remove_on_remove() {
 
 /// Runs the alpm hook script as pacman does: Exec with the targets on stdin.
 fn alpm(dir: &Path, root: &Path, kernel: &DebianKernel, op: &str, targets: &[&str]) -> bool {
+    alpm_with(dir, root, &build_args(kernel), op, targets)
+        .status
+        .success()
+}
+
+/// [`alpm`] with `args` for `composer build`; what the script wrote.
+fn alpm_with(
+    dir: &Path,
+    root: &Path,
+    args: &str,
+    op: &str,
+    targets: &[&str],
+) -> std::process::Output {
     let mut child = Command::new(dist("pacman/composer"))
         .arg(op)
         .env("PATH", path_with_composer(dir))
         .env("COMPOSER_ALPM_ROOT", root)
-        .env("COMPOSER_BUILD_ARGS", build_args(kernel))
+        .env("COMPOSER_BUILD_ARGS", args)
         .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -294,7 +315,12 @@ fn alpm(dir: &Path, root: &Path, kernel: &DebianKernel, op: &str, targets: &[&st
         writeln!(stdin, "{t}").unwrap();
     }
     drop(stdin);
-    child.wait().unwrap().success()
+    let out = child.wait_with_output().unwrap();
+    eprintln!(
+        "pacman script {op}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// The hook files trigger on the paths the script handles.
@@ -502,4 +528,116 @@ echo "removed: $(ls "$R/boot" | tr '\n' ' ')"
         "{stdout}"
     );
     assert_eq!(fs::read_dir(root.join("boot")).unwrap().count(), 0);
+}
+
+/// The kernel-install plugin, the Debian hook and the pacman script, given a configuration whose image
+/// cannot bring up this machine's root (no driver for its disk), install the generic
+/// image instead, with a warning; when the generic one cannot either (a command line
+/// naming another root), they fail and the previous image stays byte for byte.
+#[test]
+fn hooks_fall_back_to_the_generic_image_and_keep_the_old_one_when_nothing_boots() {
+    if !support::generic_image_host() {
+        return;
+    }
+    let Some(kernel) = kernel_install_env() else {
+        return;
+    };
+    if crate::check_boot::virtio_root().is_none() {
+        eprintln!("skipped: this machine's root is not on a virtio disk");
+        return;
+    }
+    let dir = Scratch::new("hooks-fallback");
+    let broken = dir.join("broken.toml");
+    fs::write(
+        &broken,
+        "init = \"shell\"\nmodules = [\"virtio_pci\", \"ext4\"]\n",
+    )
+    .unwrap();
+    let args = format!("{} {}", build_args(&kernel), broken.display());
+    let nothing = format!("{args} --kernel-cmdline root=UUID=00000000-0000-4000-8000-000000000000");
+    let old = b"the previous image";
+    let said = |o: &std::process::Output, what: &str| {
+        String::from_utf8_lossy(&o.stderr).contains(what)
+            || String::from_utf8_lossy(&o.stdout).contains(what)
+    };
+
+    // kernel-install, layout=other.
+    let mut ki = KernelInstall::new(&dir, &kernel, "layout=other\n");
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    let image = ki.boot.join(format!("initrd.img-{}", kernel.version));
+    ki.args = args.clone();
+    fs::write(&image, old).unwrap();
+    let o = ki.run(&["add", &kernel.version, vmlinuz]);
+    assert!(
+        said(&o, "THE CONFIGURED IMAGE CANNOT BOOT THIS MACHINE"),
+        "no warning"
+    );
+    assert!(said(&o, "disk vd"), "the failing layer is not named");
+    assert_initrd(&image, &kernel);
+    ki.args = nothing.clone();
+    fs::write(&image, old).unwrap();
+    let o = ki.try_run(&["add", &kernel.version, vmlinuz]);
+    assert!(
+        !o.status.success(),
+        "kernel-install succeeded with no bootable image"
+    );
+    assert!(said(&o, "neither the configured image nor the generic one"));
+    assert_eq!(fs::read(&image).unwrap(), old, "the previous image changed");
+
+    // Debian's postinst.d hook.
+    let boot = dir.join("deb-boot");
+    fs::create_dir_all(&boot).unwrap();
+    let deb_vmlinuz = boot.join(format!("vmlinuz-{}", kernel.version));
+    fs::copy(&kernel.vmlinuz, &deb_vmlinuz).unwrap();
+    let image = boot.join(format!("initrd.img-{}", kernel.version));
+    let hook = |args: &str| {
+        support::run(
+            Command::new(dist("debian/postinst.d/composer"))
+                .arg(&kernel.version)
+                .arg(&deb_vmlinuz)
+                .env("PATH", path_with_composer(&dir))
+                .env("COMPOSER_BUILD_ARGS", args)
+                .env("DEB_MAINT_PARAMS", "configure ''")
+                .env(
+                    "DPKG_MAINTSCRIPT_PACKAGE",
+                    format!("linux-image-{}", kernel.version),
+                ),
+        )
+    };
+    fs::write(&image, old).unwrap();
+    let o = hook(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(said(&o, "THE CONFIGURED IMAGE CANNOT BOOT THIS MACHINE"));
+    assert_initrd(&image, &kernel);
+    fs::write(&image, old).unwrap();
+    let o = hook(&nothing);
+    assert!(
+        !o.status.success(),
+        "the hook succeeded with no bootable image"
+    );
+    assert!(said(&o, "neither the configured image nor the generic one"));
+    assert_eq!(fs::read(&image).unwrap(), old, "the previous image changed");
+
+    // pacman's script.
+    let root = dir.join("alpm-root");
+    let kdir = root.join("usr/lib/modules").join(&kernel.version);
+    fs::create_dir_all(&kdir).unwrap();
+    fs::create_dir_all(root.join("boot")).unwrap();
+    fs::copy(&kernel.vmlinuz, kdir.join("vmlinuz")).unwrap();
+    fs::write(kdir.join("pkgbase"), "linux-test\n").unwrap();
+    let target = format!("usr/lib/modules/{}/vmlinuz", kernel.version);
+    let image = root.join("boot/initramfs-linux-test.img");
+    fs::write(&image, old).unwrap();
+    let o = alpm_with(&dir, &root, &args, "install", &[&target]);
+    assert!(o.status.success(), "the pacman script failed");
+    assert!(said(&o, "THE CONFIGURED IMAGE CANNOT BOOT THIS MACHINE"));
+    assert_initrd(&image, &kernel);
+    fs::write(&image, old).unwrap();
+    let o = alpm_with(&dir, &root, &nothing, "install", &[&target]);
+    assert!(
+        !o.status.success(),
+        "the pacman script succeeded with no bootable image"
+    );
+    assert!(said(&o, "neither the configured image nor the generic one"));
+    assert_eq!(fs::read(&image).unwrap(), old, "the previous image changed");
 }

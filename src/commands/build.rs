@@ -3,11 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use composer::error::{Error, Result};
+use composer::image::{Image, Want};
 use composer::list::ListOptions;
 use composer::manifest::LoadOptions;
 use composer::pipeline::{self, ListInput};
 use composer::policy::Environment;
-use composer::spec::ImageSpec;
+use composer::spec::{BootTarget, ImageSpec};
 
 use super::args::{ArchiveArgs, Input, ManifestArgs};
 use super::ui;
@@ -27,6 +28,25 @@ pub struct Args {
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub archive: ArchiveArgs,
+    /// Check the image as `composer check-boot` does before it replaces the
+    /// old one: an image that cannot bring up this machine's root is not
+    /// installed (exit 1). The default for a hostonly image (`[stack]
+    /// from_root`) of the running root.
+    #[arg(long, conflicts_with = "no_check")]
+    pub check: bool,
+    /// Install a hostonly image without checking it.
+    #[arg(long)]
+    pub no_check: bool,
+    /// When the checked image cannot bring up the root, build the generic
+    /// image instead and install it if it passes the same check, with a
+    /// warning; when neither passes, the old image stays (exit 1). For
+    /// package hooks.
+    #[arg(long)]
+    pub fallback_generic: bool,
+    /// The kernel command line the check assumes (default: the root's
+    /// /etc/kernel/cmdline, else /proc/cmdline).
+    #[arg(long, value_name = "TEXT")]
+    pub kernel_cmdline: Option<String>,
 }
 
 /// The spec of a gen_init_cpio list at `path` (`-`: standard input).
@@ -75,6 +95,58 @@ pub fn manifest_and_options(
     Ok((main, load))
 }
 
+/// The check of a finished image before it replaces the old one: Ok when
+/// it brings up the root; a finding (exit 1) with the report on standard
+/// error when not. When the check itself cannot run, `required` makes that
+/// an error; else it is said and the image installed.
+fn check_image(
+    file: &std::fs::File,
+    name: &str,
+    target: &BootTarget,
+    cmdline: Option<&str>,
+    required: bool,
+) -> Result<()> {
+    let f = file.try_clone().map_err(|e| Error::io(name, e))?;
+    let image = Image::from_file(f, name.to_string(), Want::default())?;
+    let report = super::check_boot::report_for(
+        &image,
+        &target.root,
+        &target.kver,
+        target.kmoddir.as_deref(),
+        cmdline,
+    );
+    match report {
+        Ok(r) if r.bootable() => {
+            if ui::verbose() {
+                eprint!("{}", r.render());
+            }
+            Ok(())
+        }
+        Ok(r) => {
+            if !ui::quiet() {
+                eprint!("{}", r.render());
+            }
+            let layers: Vec<&str> = r
+                .checks
+                .iter()
+                .filter(|c| !c.ok())
+                .map(|c| c.layer.as_str())
+                .collect();
+            Err(Error::found(format!(
+                "{name}: not installed: the image cannot bring up {}; the previous image is kept",
+                layers.join("; ")
+            )))
+        }
+        Err(e) if required => Err(e),
+        Err(e) => {
+            ui::warn(&format!(
+                "{name}: installed without the boot check, which could not run: {e}"
+            ));
+            Ok(())
+        }
+    }
+}
+
 pub fn exec(a: Args) -> Result<()> {
     let started = std::time::Instant::now();
     let mut bar = super::progress::Bar::start();
@@ -84,6 +156,12 @@ pub fn exec(a: Args) -> Result<()> {
             let Some(out) = &a.output else {
                 return Err(Error::usage("--list needs -o OUT").with_hint("e.g. -o initrd.img"));
             };
+            if a.check || a.fallback_generic {
+                return Err(
+                    Error::usage("--check and --fallback-generic need a manifest build")
+                        .with_hint("a list names no root or kernel to check the image against"),
+                );
+            }
             let mut spec = list_spec(list, &a.archive, &env, true)?;
             spec.output = Some(out.clone());
             spec
@@ -94,17 +172,81 @@ pub fn exec(a: Args) -> Result<()> {
         }
     };
     let out = spec.output.clone().expect("a build has an output");
+    // Checked: when asked, or a hostonly image of the running root.
+    let target = spec.target.clone();
+    let checked = target.as_ref().filter(|t| {
+        a.check || a.fallback_generic || (!a.no_check && t.hostonly && t.root == Path::new("/"))
+    });
+    let cmdline = a.kernel_cmdline.as_deref();
+    let result = build_one(&spec, &out, &a, checked.map(|t| (t, cmdline, a.check)));
+    let (spec, report) = match result {
+        Err(e) if e.is_finding() && a.fallback_generic => {
+            bar.stop();
+            ui::warn(&e);
+            let t = checked.expect("a fallback follows a check");
+            let generic =
+                composer::manifest::find_profile("generic", &t.root).map_err(Error::usage)?;
+            let (m, load) = manifest_and_options(Some(&generic), &a.vars)?;
+            let spec =
+                pipeline::manifest_spec(&m, &load, &a.archive.overrides(), &env, Some(&out))?;
+            match build_one(&spec, &out, &a, Some((t, cmdline, a.check))) {
+                Ok(report) => {
+                    ui::warn(&format!(
+                        "THE CONFIGURED IMAGE CANNOT BOOT THIS MACHINE: {} now holds the generic \
+                         image instead; fix the configuration (`composer check-boot` tells what \
+                         is missing) and build again",
+                        out.display()
+                    ));
+                    (spec, report)
+                }
+                Err(e2) if e2.is_finding() => {
+                    return Err(Error::found(format!(
+                        "neither the configured image nor the generic one can bring up this \
+                         machine's root; {} is unchanged ({e2})",
+                        out.display()
+                    )))
+                }
+                Err(e2) => return Err(e2),
+            }
+        }
+        Err(e) => {
+            bar.stop();
+            return Err(e);
+        }
+        Ok(report) => (spec, report),
+    };
+    bar.stop();
     let entries: usize = spec.segments.iter().map(|s| s.entries.len()).sum();
     let segments = spec.segments.len();
-    let mut output = ui::archive_output(&out)?;
-    if spec.private {
-        output = output.private();
-    }
-    let report = pipeline::build(&spec, output, !a.archive.no_sync);
-    bar.stop();
-    let report = report?;
     ui::build_report(&report);
     ui::build_details(&report);
     ui::build_summary(&out, &report, entries, segments, started.elapsed());
     Ok(())
+}
+
+/// Plans and writes `spec` to `out`, checked first when `check` says
+/// against what.
+fn build_one(
+    spec: &ImageSpec,
+    out: &Path,
+    a: &Args,
+    check: Option<(&BootTarget, Option<&str>, bool)>,
+) -> Result<composer::write::BuildReport> {
+    let mut output = ui::archive_output(out)?;
+    if spec.private {
+        output = output.private();
+    }
+    if check.is_some() && output.free_space().is_none() {
+        return Err(Error::usage("--check needs the image written to a file")
+            .with_hint("give -o a file path, or --no-check"));
+    }
+    let checker = |file: &std::fs::File, name: &str| -> Result<()> {
+        let (t, cmdline, required) = check.expect("checked");
+        check_image(file, name, t, cmdline, required)
+    };
+    let before: Option<composer::write::BeforeCommit> = match check {
+        Some(_) => Some(&checker),
+        None => None,
+    };
+    pipeline::build_checked(spec, output, !a.archive.no_sync, before)
 }

@@ -25,7 +25,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// The kernel command line the image boots with (default: the root's
-    /// /etc/kernel/cmdline, else, for the running root, /proc/cmdline).
+    /// /etc/kernel/cmdline, else, for the running root, /proc/cmdline
+    /// without its rdinit=, which belongs to the running boot's initrd).
     #[arg(long, value_name = "TEXT")]
     pub kernel_cmdline: Option<String>,
     /// The image's kernel version (default: the one module tree in the image).
@@ -51,11 +52,15 @@ fn cmdline(root: &Path) -> String {
     if let Some(b) = file {
         return String::from_utf8_lossy(&b).trim().to_string();
     }
+    // The running boot's: its root= is the machine's, but an rdinit= is that
+    // boot's own initrd's (a VM's agent, another generator's), not this image's.
     if root == Path::new("/") {
         return std::fs::read_to_string("/proc/cmdline")
             .unwrap_or_default()
-            .trim()
-            .to_string();
+            .split_whitespace()
+            .filter(|w| !w.starts_with("rdinit="))
+            .collect::<Vec<_>>()
+            .join(" ");
     }
     String::new()
 }
@@ -74,6 +79,39 @@ fn image_text(image: &composer::image::Image, path: &str) -> Option<String> {
         })
         .ok()?;
     Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The check of `image` for kernel `kver` against the running stack, with
+/// the root's module tree (or `kmoddir`) and command line (or `cmdline`).
+pub(super) fn report_for(
+    image: &composer::image::Image,
+    root_dir: &Path,
+    kver: &str,
+    kmoddir: Option<&Path>,
+    cmdline_text: Option<&str>,
+) -> Result<boot_check::Report> {
+    let root = Root::new(root_dir);
+    let scans = composer::cache::cache_dir().join("kmod-scan");
+    let tree = match kmoddir {
+        Some(dir) => ModuleTree::open_in(&root, kver, dir, Some(&scans)),
+        None => ModuleTree::open_with(&root, kver, Some(&scans)),
+    }
+    .map_err(|e| {
+        Error::usage(format!("kernel {kver}: {e}"))
+            .with_hint("check-boot needs the kernel's full module tree: --kmoddir DIR")
+    })?;
+    let stack = boot_check::running_stack(root_dir)?;
+    let cmdline = cmdline_text
+        .map(str::to_string)
+        .unwrap_or_else(|| cmdline(root_dir));
+    let crypttab = image_text(image, "etc/crypttab");
+    Ok(boot_check::check(&Inputs {
+        image,
+        stack: &stack,
+        tree: &tree,
+        cmdline: &cmdline,
+        crypttab: crypttab.as_deref(),
+    }))
 }
 
 pub fn exec(a: Args) -> Result<()> {
@@ -105,26 +143,13 @@ pub fn exec(a: Args) -> Result<()> {
             }
         }
     };
-    let root = Root::new(&a.root);
-    let scans = composer::cache::cache_dir().join("kmod-scan");
-    let tree = match &a.kmoddir {
-        Some(dir) => ModuleTree::open_in(&root, &kver, dir, Some(&scans)),
-        None => ModuleTree::open_with(&root, &kver, Some(&scans)),
-    }
-    .map_err(|e| {
-        Error::usage(format!("kernel {kver}: {e}"))
-            .with_hint("check-boot needs the kernel's full module tree: --kmoddir DIR")
-    })?;
-    let stack = boot_check::running_stack(&a.root)?;
-    let cmdline = a.kernel_cmdline.clone().unwrap_or_else(|| cmdline(&a.root));
-    let crypttab = image_text(&image, "etc/crypttab");
-    let report = boot_check::check(&Inputs {
-        image: &image,
-        stack: &stack,
-        tree: &tree,
-        cmdline: &cmdline,
-        crypttab: crypttab.as_deref(),
-    });
+    let report = report_for(
+        &image,
+        &a.root,
+        &kver,
+        a.kmoddir.as_deref(),
+        a.kernel_cmdline.as_deref(),
+    )?;
     let text = if a.json {
         let mut doc = serde_json::to_value(&report).unwrap_or_default();
         doc["bootable"] = serde_json::Value::Bool(report.bootable());

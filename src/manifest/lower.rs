@@ -843,6 +843,12 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         output: Some(loaded.output.clone()),
         private: !keys.is_empty(),
         max_size: loaded.max_size.clone(),
+        target: Some(crate::spec::BootTarget {
+            root: loaded.root.clone(),
+            kver: loaded.vars.get("kver").cloned().unwrap_or_default(),
+            kmoddir: loaded.kmoddir.clone(),
+            hostonly: super::stack::from_root(loaded),
+        }),
         _scratch: scratch,
     })
 }

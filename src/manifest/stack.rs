@@ -71,6 +71,11 @@ fn asked(loaded: &Loaded) -> Option<(bool, Origin)> {
     on.then_some((keyfiles, origin))
 }
 
+/// Whether `[stack] from_root` is in effect.
+pub(super) fn from_root(loaded: &Loaded) -> bool {
+    asked(loaded).is_some()
+}
+
 /// What `[stack] from_root = true` adds.
 pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     let Some((keyfiles, origin)) = asked(loaded) else {

@@ -58,11 +58,16 @@ fn misses<'a>(layout: &'a Layout<'a>) -> impl Iterator<Item = (Vec<u8>, u32)> + 
 /// Writes every segment in order into `out`, then commits it (fsync and
 /// rename when `sync`). An image that does not fit its output's free space
 /// or `max` is refused before anything is written (see [`budget`]).
+/// A look at the finished image (its file and name) before it replaces
+/// the old one; an error keeps the old one.
+pub type BeforeCommit<'a> = &'a dyn Fn(&File, &str) -> Result<()>;
+
 pub fn write_image(
     image: &ImageLayout,
     out: Output,
     sync: bool,
     max: Option<(u64, crate::entry::Origin)>,
+    before_commit: Option<BeforeCommit>,
 ) -> Result<BuildReport> {
     let limits = Limits {
         free: out.free_space(),
@@ -90,6 +95,9 @@ pub fn write_image(
         }
         _ => write_parts(image, out.file(), &out.name(), sync, image.reflink)?,
     };
+    if let Some(check) = before_commit {
+        check(out.file(), &out.name())?;
+    }
     out.commit(sync)?;
     crate::progress::finish();
     Ok(report)
