@@ -12,6 +12,7 @@
 pub mod boot_check;
 pub mod bytes;
 pub mod cache;
+pub mod cmdline;
 pub mod compress;
 pub mod cpio;
 pub mod entry;
@@ -33,6 +34,7 @@ pub mod resolve;
 pub mod spec;
 pub mod stack;
 pub mod suggest;
+pub mod uki;
 pub mod why;
 pub mod write;
 

@@ -436,6 +436,7 @@ fn boot_cases(
                 )
             }),
             stop_when: negative.then(|| "SHELL-ALIVE-42".to_string()),
+            uefi: None,
         };
         let r = support::qemu_boot_with(kernel, image, &opts);
         eprintln!(

@@ -165,6 +165,75 @@ fn kernel_install_bls_stages_the_initrd_for_the_entry_and_remove_deletes_it() {
     );
 }
 
+/// layout=uki: the plugin builds a unified kernel image and installs it as
+/// `BOOT_ROOT/EFI/Linux/ENTRY_TOKEN-KVER.efi`, where systemd-boot finds UKIs, and
+/// `remove` deletes it.
+#[test]
+fn kernel_install_uki_layout_installs_a_uki_and_remove_deletes_it() {
+    if !support::generic_image_host() {
+        return;
+    }
+    let Some(kernel) = kernel_install_env() else {
+        return;
+    };
+    let stub = Path::new("/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    if !stub.is_file() {
+        let msg = "systemd's EFI stub is missing (Debian package systemd-boot-efi)";
+        assert!(!support::strict(), "{msg}");
+        support::skip(msg);
+        return;
+    }
+    // The hook checks the image against this machine's root: the UKI's command line
+    // names it.
+    let Some(root) = crate::check_boot::virtio_root() else {
+        eprintln!("skipped: this machine's root is not on a virtio disk");
+        return;
+    };
+    let cmdline = format!("root={root}");
+    let dir = Scratch::new("hooks-ki-uki");
+    let mut ki = KernelInstall::new(&dir, &kernel, "layout=uki\n");
+    ki.args = format!("{} --cmdline {cmdline}", build_args(&kernel));
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    ki.run(&["add", &kernel.version, vmlinuz]);
+    let uki = ki
+        .boot
+        .join("EFI/Linux")
+        .join(format!("{MACHINE_ID}-{}.efi", kernel.version));
+    let o = support::run_ok(support::composer().args(["inspect", "--json"]).arg(&uki));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = doc["uki"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    for section in [".linux", ".initrd", ".cmdline", ".uname"] {
+        assert!(
+            names.contains(&section),
+            "{uki:?} has no {section}: {names:?}"
+        );
+    }
+    assert_eq!(doc["uki"]["uname"], kernel.version.as_str());
+    assert_eq!(doc["uki"]["cmdline"], cmdline.as_str());
+    // The kernel inside is the one kernel-install was given.
+    let linux = doc["uki"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == ".linux")
+        .unwrap();
+    let bytes = fs::read(&uki).unwrap();
+    let at = linux["offset"].as_u64().unwrap() as usize;
+    let size = linux["size"].as_u64().unwrap() as usize;
+    assert_eq!(
+        &bytes[at..at + size],
+        fs::read(&kernel.vmlinuz).unwrap().as_slice()
+    );
+    assert_initrd(&uki, &kernel);
+    ki.run(&["remove", &kernel.version]);
+    assert!(!uki.exists(), "{} is still there", uki.display());
+}
+
 #[test]
 fn kernel_install_other_layout_writes_next_to_the_kernel_and_remove_deletes_it() {
     if !support::generic_image_host() {

@@ -56,4 +56,5 @@ mod reliability;
 mod segments;
 mod segments_boot;
 mod system_config;
+mod uki;
 mod verify_kunit;

@@ -43,10 +43,18 @@ pub struct Args {
     /// package hooks.
     #[arg(long)]
     pub fallback_generic: bool,
-    /// The kernel command line the check assumes (default: the root's
-    /// /etc/kernel/cmdline, else /proc/cmdline).
-    #[arg(long, value_name = "TEXT")]
+    /// The kernel command line the check assumes and a UKI carries (default:
+    /// the root's /etc/kernel/cmdline, else /proc/cmdline without the running
+    /// boot's initrd= and BOOT_IMAGE=).
+    #[arg(long, visible_alias = "cmdline", value_name = "TEXT")]
     pub kernel_cmdline: Option<String>,
+    /// Write a unified kernel image: systemd's EFI stub with the kernel, this
+    /// image and the command line, one EFI program a firmware or boot loader
+    /// starts.
+    #[arg(long)]
+    pub uki: bool,
+    #[command(flatten)]
+    pub uki_args: super::uki::UkiArgs,
 }
 
 /// The spec of a gen_init_cpio list at `path` (`-`: standard input).
@@ -232,14 +240,6 @@ fn build_one(
     a: &Args,
     check: Option<(&BootTarget, Option<&str>, bool)>,
 ) -> Result<composer::write::BuildReport> {
-    let mut output = ui::archive_output(out)?;
-    if spec.private {
-        output = output.private();
-    }
-    if check.is_some() && output.free_space().is_none() {
-        return Err(Error::usage("--check needs the image written to a file")
-            .with_hint("give -o a file path, or --no-check"));
-    }
     let checker = |file: &std::fs::File, name: &str| -> Result<()> {
         let (t, cmdline, required) = check.expect("checked");
         check_image(file, name, t, cmdline, required)
@@ -248,5 +248,17 @@ fn build_one(
         Some(_) => Some(&checker),
         None => None,
     };
+    if a.uki {
+        let cmdline = a.kernel_cmdline.as_deref();
+        return super::uki::build(spec, out, &a.uki_args, cmdline, !a.archive.no_sync, before);
+    }
+    let mut output = ui::archive_output(out)?;
+    if spec.private {
+        output = output.private();
+    }
+    if check.is_some() && output.free_space().is_none() {
+        return Err(Error::usage("--check needs the image written to a file")
+            .with_hint("give -o a file path, or --no-check"));
+    }
     pipeline::build_checked(spec, output, !a.archive.no_sync, before)
 }

@@ -42,29 +42,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The root's kernel command line: /etc/kernel/cmdline, else /proc/cmdline
-/// when the root is the running one.
-fn cmdline(root: &Path) -> String {
-    let file = Root::new(root)
-        .resolve(Path::new("/etc/kernel/cmdline"), true)
-        .ok()
-        .and_then(|p| composer::stack::read_bounded(&p, 64 << 10));
-    if let Some(b) = file {
-        return String::from_utf8_lossy(&b).trim().to_string();
-    }
-    // The running boot's: its root= is the machine's, but an rdinit= is that
-    // boot's own initrd's (a VM's agent, another generator's), not this image's.
-    if root == Path::new("/") {
-        return std::fs::read_to_string("/proc/cmdline")
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter(|w| !w.starts_with("rdinit="))
-            .collect::<Vec<_>>()
-            .join(" ");
-    }
-    String::new()
-}
-
 /// A small text file of the image (at most 1 MiB), if it has one.
 fn image_text(image: &composer::image::Image, path: &str) -> Option<String> {
     let want = cat::find(image, path).ok()??;
@@ -103,7 +80,7 @@ pub(super) fn report_for(
     let stack = boot_check::running_stack(root_dir)?;
     let cmdline = cmdline_text
         .map(str::to_string)
-        .unwrap_or_else(|| cmdline(root_dir));
+        .unwrap_or_else(|| composer::cmdline::of_root(root_dir).unwrap_or_default());
     let crypttab = image_text(image, "etc/crypttab");
     Ok(boot_check::check(&Inputs {
         image,

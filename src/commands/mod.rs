@@ -19,6 +19,7 @@ mod plan;
 mod progress;
 mod schema;
 mod ui;
+mod uki;
 mod verify;
 mod why;
 

@@ -100,6 +100,9 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
         return Ok(s);
     }
     let mut out = String::new();
+    if let Some(uki) = &image.uki {
+        uki_block(&mut out, uki);
+    }
     if opts.segments {
         let _ = writeln!(
             out,
@@ -245,6 +248,9 @@ pub fn format_time(secs: i64) -> String {
 struct JsonImage<'a> {
     image: &'a str,
     size: u64,
+    /// The unified kernel image the initrd is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uki: Option<&'a crate::uki::Info>,
     segments: Vec<JsonSegment>,
 }
 
@@ -291,6 +297,39 @@ struct JsonEntry {
     target: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     skip: Option<Skip>,
+}
+
+/// What a unified kernel image holds besides its initrd: a block of `#` lines
+/// before the listing (the initrd's offsets are inside its `.initrd`).
+fn uki_block(out: &mut String, uki: &crate::uki::Info) {
+    let _ = writeln!(
+        out,
+        "# unified kernel image{}{}",
+        uki.os
+            .as_deref()
+            .map(|o| format!(": {o}"))
+            .unwrap_or_default(),
+        uki.uname
+            .as_deref()
+            .map(|u| format!(", kernel {u}"))
+            .unwrap_or_default()
+    );
+    if let Some(c) = &uki.cmdline {
+        let _ = writeln!(out, "# command line: {c}");
+    }
+    let _ = writeln!(
+        out,
+        "# {:<9} {:>10} {:>12} {:>12}",
+        "section", "offset", "size", "address"
+    );
+    for s in &uki.sections {
+        let _ = writeln!(
+            out,
+            "# {:<9} {:>10} {:>12} {:>#12x}",
+            s.name, s.offset, s.size, s.virtual_address
+        );
+    }
+    let _ = writeln!(out, "# the initrd (.initrd):");
 }
 
 fn json<'a>(
@@ -343,6 +382,7 @@ fn json<'a>(
     JsonImage {
         image: &image.name,
         size: image.len(),
+        uki: image.uki.as_ref(),
         segments,
     }
 }

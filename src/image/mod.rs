@@ -143,6 +143,9 @@ pub struct Image {
     pub segments: Vec<Segment>,
     /// What stops the kernel (and this reader), if anything.
     pub fault: Option<Fault>,
+    /// When the file is a unified kernel image: what it holds besides the
+    /// initrd (this image), whose offsets are then those inside its `.initrd`.
+    pub uki: Option<crate::uki::Info>,
 }
 
 impl Image {
@@ -165,6 +168,19 @@ impl Image {
             )));
         }
         let backing = if meta.is_file() {
+            let mut head = [0u8; 2];
+            let got = crate::io::read_full_at(&file, &mut head, 0).unwrap_or(0);
+            if crate::uki::looks_like_pe(&head[..got]) {
+                let (info, initrd) = crate::uki::read(&file, meta.len(), &name)?;
+                let mut img = Image::parse(
+                    format!("{name} (.initrd)"),
+                    Backing::Memory(initrd),
+                    want,
+                    Decode::Streaming,
+                );
+                img.uki = Some(info);
+                return Ok(img);
+            }
             Backing::File(file, meta.len())
         } else {
             // A pipe or a device: read it whole (the commands copy standard
@@ -304,6 +320,7 @@ impl Image {
             backing,
             segments: Vec::new(),
             fault: None,
+            uki: None,
         };
         let (segments, fault) = walk(&img.backing, want, decode);
         img.segments = segments;

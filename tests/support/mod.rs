@@ -656,6 +656,20 @@ pub struct BootOptions {
     pub answers: Vec<(String, String)>,
     /// qemu is stopped as soon as the console shows this.
     pub stop_when: Option<String>,
+    /// Boot from UEFI firmware instead of `-kernel`: the image given is then an
+    /// ESP disk image the firmware starts `\EFI\BOOT\BOOTX64.EFI` from.
+    pub uefi: Option<Uefi>,
+}
+
+/// OVMF for a UEFI boot (Debian's ovmf package).
+#[derive(Clone, Debug)]
+pub struct Uefi {
+    /// The firmware code (read only).
+    pub code: PathBuf,
+    /// A copy of a variable store template, written by the boot.
+    pub vars: PathBuf,
+    /// Secure Boot: SMM and a secure flash, as OVMF's secboot builds need.
+    pub secure: bool,
 }
 
 impl Default for BootOptions {
@@ -668,6 +682,7 @@ impl Default for BootOptions {
             type_when: None,
             answers: Vec::new(),
             stop_when: None,
+            uefi: None,
         }
     }
 }
@@ -754,30 +769,49 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     }
     let mut cmd = Command::new(qemu);
     cmd.args(["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m"])
-        .arg(opts.memory_mib.to_string())
-        .arg("-kernel")
-        .arg(&kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(initrd)
-        .arg("-append")
-        .arg(&append)
-        .args([
-            "-nographic",
-            "-no-reboot",
-            "-nodefaults",
-            "-serial",
-            "stdio",
-            "-monitor",
-            "none",
-        ])
-        .args(&opts.extra_args)
-        .stdin(if opts.type_when.is_some() || !opts.answers.is_empty() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .arg(opts.memory_mib.to_string());
+    match &opts.uefi {
+        None => {
+            cmd.arg("-kernel")
+                .arg(&kernel.vmlinuz)
+                .arg("-initrd")
+                .arg(initrd)
+                .arg("-append")
+                .arg(&append);
+        }
+        Some(u) => {
+            cmd.args(["-machine", if u.secure { "q35,smm=on" } else { "q35" }]);
+            if u.secure {
+                cmd.args(["-global", "driver=cfi.pflash01,property=secure,value=on"]);
+            }
+            cmd.arg("-drive")
+                .arg(format!(
+                    "if=pflash,format=raw,readonly=on,file={}",
+                    u.code.display()
+                ))
+                .arg("-drive")
+                .arg(format!("if=pflash,format=raw,file={}", u.vars.display()))
+                .arg("-drive")
+                .arg(format!("file={},format=raw,if=virtio", initrd.display()));
+        }
+    }
+    cmd.args([
+        "-nographic",
+        "-no-reboot",
+        "-nodefaults",
+        "-serial",
+        "stdio",
+        "-monitor",
+        "none",
+    ])
+    .args(&opts.extra_args)
+    .stdin(if opts.type_when.is_some() || !opts.answers.is_empty() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd
         .spawn()

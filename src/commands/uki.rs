@@ -1,0 +1,171 @@
+//! `composer build --uki`: the image built into a temporary file, then put
+//! with the kernel and the command line into a unified kernel image that
+//! replaces the output atomically (signed first when asked).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use composer::error::{Error, Result};
+use composer::resolve::root::Root;
+use composer::spec::{BootTarget, ImageSpec};
+use composer::uki::Parts;
+use composer::write::{BeforeCommit, BuildReport, Output};
+
+use super::ui;
+
+#[derive(clap::Args, Debug, Default)]
+pub struct UkiArgs {
+    /// With --uki: systemd's EFI stub (default: the root's
+    /// /usr/lib/systemd/boot/efi/linuxx64.efi.stub, from systemd-boot-efi).
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    pub stub: Option<PathBuf>,
+    /// With --uki: the kernel image (default: the root's /boot/vmlinuz-KVER,
+    /// else /usr/lib/modules/KVER/vmlinuz).
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    pub kernel: Option<PathBuf>,
+    /// With --uki: a boot splash (BMP) for the stub to show.
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    pub splash: Option<PathBuf>,
+    /// With --uki: a device tree blob for the stub to install.
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    pub devicetree: Option<PathBuf>,
+    /// With --uki: sign the UKI for Secure Boot with this key (PEM; needs
+    /// sbsign, and --sign-cert).
+    #[arg(long, value_name = "KEY", requires_all = ["uki", "sign_cert"])]
+    pub sign_key: Option<PathBuf>,
+    /// With --uki: the certificate (PEM) of --sign-key.
+    #[arg(long, value_name = "CERT", requires_all = ["uki", "sign_key"])]
+    pub sign_cert: Option<PathBuf>,
+}
+
+/// The root's kernel image for `kver`, links followed inside the root.
+fn default_kernel(target: &BootTarget) -> Result<PathBuf> {
+    let root = Root::new(&target.root);
+    let kver = &target.kver;
+    let candidates = [
+        format!("/boot/vmlinuz-{kver}"),
+        format!("/usr/lib/modules/{kver}/vmlinuz"),
+    ];
+    candidates
+        .iter()
+        .filter_map(|c| root.resolve(Path::new(c), true).ok())
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "no kernel image for {kver} in `{}`: neither {} nor {} is there",
+                target.root.display(),
+                candidates[0],
+                candidates[1]
+            ))
+            .with_hint("name the kernel with --kernel FILE")
+        })
+}
+
+/// What goes into the UKI besides the image: from the options, else from the
+/// root.
+fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Parts> {
+    if target.kver.is_empty() {
+        return Err(Error::usage("a UKI needs the kernel's version").with_hint("give --kver KVER"));
+    }
+    let kernel = match &a.kernel {
+        Some(k) => k.clone(),
+        None => default_kernel(target)?,
+    };
+    let cmdline = match cmdline {
+        Some(c) => c.split_whitespace().collect::<Vec<_>>().join(" "),
+        None => composer::cmdline::of_root(&target.root).ok_or_else(|| {
+            Error::usage(format!(
+                "no command line for the UKI: `{}` has no /etc/kernel/cmdline",
+                target.root.join("etc/kernel/cmdline").display()
+            ))
+            .with_hint("write it there, or give --cmdline \"root=... ro\"")
+        })?,
+    };
+    if !cmdline.split_whitespace().any(|w| w.starts_with("root=")) {
+        ui::warn(&format!(
+            "the UKI's command line `{cmdline}` names no root=: only systemd's gpt-auto \
+             generator finds a root then"
+        ));
+    }
+    Ok(Parts {
+        stub: a
+            .stub
+            .clone()
+            .unwrap_or_else(|| composer::uki::default_stub(&target.root)),
+        kernel,
+        cmdline,
+        osrel: composer::uki::root_osrel(&target.root),
+        uname: target.kver.clone(),
+        splash: a.splash.clone(),
+        devicetree: a.devicetree.clone(),
+    })
+}
+
+/// Builds `spec`'s image (checked by `before` as an initrd would be), makes the
+/// UKI of it and writes that to `out`.
+pub fn build(
+    spec: &ImageSpec,
+    out: &Path,
+    a: &UkiArgs,
+    cmdline: Option<&str>,
+    sync: bool,
+    before: Option<BeforeCommit>,
+) -> Result<BuildReport> {
+    let target = spec.target.as_ref().ok_or_else(|| {
+        Error::usage("--uki needs a manifest build")
+            .with_hint("a list names no kernel to put in the UKI")
+    })?;
+    let parts = parts(a, target, cmdline)?;
+    // The image, in an anonymous file; the output is not touched yet.
+    let file = tempfile::tempfile().map_err(|e| Error::io("a temporary file for the image", e))?;
+    let kept = file
+        .try_clone()
+        .map_err(|e| Error::io("a temporary file for the image", e))?;
+    let name = format!("{} (.initrd)", out.display());
+    let mut report =
+        composer::pipeline::build_checked(spec, Output::stream(file, &name), false, before)?;
+    let len = kept.metadata().map_err(|e| Error::io(&name, e))?.len();
+    let mut initrd = vec![0u8; len as usize];
+    let got = composer::io::read_full_at(&kept, &mut initrd, 0).map_err(|e| Error::io(&name, e))?;
+    initrd.truncate(got);
+    let mut uki = composer::uki::assemble(&parts, &initrd)?;
+    if let (Some(key), Some(cert)) = (&a.sign_key, &a.sign_cert) {
+        uki = composer::uki::sign::sign(&uki, key, cert)?;
+    }
+    let mut output = ui::archive_output(out)?;
+    if spec.private {
+        output = output.private();
+    }
+    if let Some((free, dir)) = output.free_space() {
+        if free < uki.len() as u64 {
+            return Err(Error::usage(format!(
+                "{}: the UKI takes {} bytes, and {} has only {free} bytes free; the old file \
+                 is kept",
+                out.display(),
+                uki.len(),
+                dir.display()
+            ))
+            .with_hint("make room there, or build a smaller image (`composer plan` shows the largest files)"));
+        }
+    }
+    output
+        .file()
+        .write_all(&uki)
+        .map_err(|e| Error::io(out, e))?;
+    output.commit(sync)?;
+    if !ui::quiet() {
+        eprintln!(
+            "composer: {} is a unified kernel image{}: kernel {} bytes, initrd {} bytes, \
+             command line `{}`",
+            out.display(),
+            if a.sign_key.is_some() { ", signed" } else { "" },
+            std::fs::metadata(&parts.kernel)
+                .map(|m| m.len())
+                .unwrap_or(0),
+            initrd.len(),
+            parts.cmdline
+        );
+    }
+    report.size = uki.len() as u64;
+    Ok(report)
+}

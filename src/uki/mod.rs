@@ -1,0 +1,259 @@
+//! Unified kernel images: systemd's EFI stub with the kernel, the initrd, the
+//! command line, the OS release and the kernel's version added as PE sections
+//! (`composer build --uki`), and the sections of one read back, so that
+//! `inspect`, `extract`, `cat` and `verify` work on the initrd inside.
+
+pub mod pe;
+pub mod sign;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::resolve::root::Root;
+
+pub use pe::Section;
+
+/// The largest kernel, stub, splash or device tree composer puts in a UKI.
+const PART_LIMIT: u64 = 512 << 20;
+/// The largest text section (`.cmdline`, `.osrel`, `.uname`) read back.
+const TEXT_LIMIT: u32 = 64 << 10;
+
+/// What a UKI holds besides its initrd.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Info {
+    pub sections: Vec<Section>,
+    pub cmdline: Option<String>,
+    pub uname: Option<String>,
+    /// PRETTY_NAME (else NAME) of its `.osrel`.
+    pub os: Option<String>,
+}
+
+/// The file starts like a PE program (a UKI, a stub), not like an initrd.
+pub fn looks_like_pe(head: &[u8]) -> bool {
+    head.starts_with(b"MZ")
+}
+
+fn read_exact_at(file: &File, name: &str, at: u64, len: usize) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let got = crate::io::read_full_at(file, &mut buf, at).map_err(|e| Error::io(name, e))?;
+    buf.truncate(got);
+    Ok(buf)
+}
+
+/// Reads a UKI of `len` bytes: what it holds, and its initrd's bytes. An error
+/// names what is wrong with it (not a PE program, no `.initrd`, a section past
+/// the end of the file).
+pub fn read(file: &File, len: u64, name: &str) -> Result<(Info, Vec<u8>)> {
+    let not_uki = |why: String| {
+        Error::usage(format!("{name}: {why}"))
+            .with_hint("give the initrd, or a unified kernel image holding one")
+    };
+    let head = read_exact_at(file, name, 0, pe::HEADERS_READ.min(len as usize))?;
+    let sections = pe::sections(&head).map_err(not_uki)?;
+    for s in &sections {
+        if u64::from(s.offset) + u64::from(s.size) > len {
+            return Err(not_uki(format!(
+                "its `{}` section ends at byte {}, past the end of the file ({len} bytes)",
+                s.name,
+                u64::from(s.offset) + u64::from(s.size)
+            )));
+        }
+    }
+    let text = |want: &str| -> Result<Option<String>> {
+        match sections.iter().find(|s| s.name == want) {
+            None => Ok(None),
+            Some(s) => {
+                let b =
+                    read_exact_at(file, name, s.offset.into(), s.size.min(TEXT_LIMIT) as usize)?;
+                let t = String::from_utf8_lossy(&b);
+                Ok(Some(t.trim_end_matches(['\0', '\n', ' ']).to_string()))
+            }
+        }
+    };
+    let cmdline = text(".cmdline")?;
+    let uname = text(".uname")?;
+    let os = text(".osrel")?.and_then(|t| os_name(&t));
+    let Some(initrd) = sections.iter().find(|s| s.name == ".initrd") else {
+        let names: Vec<&str> = sections.iter().map(|s| s.name.as_str()).collect();
+        return Err(not_uki(format!(
+            "a PE program without an `.initrd` section (it has {})",
+            names.join(", ")
+        )));
+    };
+    let bytes = read_exact_at(file, name, initrd.offset.into(), initrd.size as usize)?;
+    Ok((
+        Info {
+            sections,
+            cmdline,
+            uname,
+            os,
+        },
+        bytes,
+    ))
+}
+
+/// PRETTY_NAME, else NAME, of an os-release text.
+fn os_name(osrel: &str) -> Option<String> {
+    let field = |key: &str| {
+        osrel.lines().find_map(|l| {
+            let v = l.trim().strip_prefix(key)?.strip_prefix('=')?;
+            Some(v.trim_matches(['"', '\'']).to_string())
+        })
+    };
+    field("PRETTY_NAME").or_else(|| field("NAME"))
+}
+
+/// What goes into a UKI besides the initrd.
+#[derive(Clone, Debug)]
+pub struct Parts {
+    /// systemd's EFI stub (`linuxx64.efi.stub`).
+    pub stub: PathBuf,
+    /// The kernel image (`vmlinuz`).
+    pub kernel: PathBuf,
+    pub cmdline: String,
+    /// The root's os-release, if it has one.
+    pub osrel: Option<Vec<u8>>,
+    /// The kernel's version, as `uname -r` will print it.
+    pub uname: String,
+    pub splash: Option<PathBuf>,
+    pub devicetree: Option<PathBuf>,
+}
+
+/// The stub's name for this machine's architecture.
+fn stub_name() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "linuxaa64.efi.stub"
+    } else {
+        "linuxx64.efi.stub"
+    }
+}
+
+/// Where the root keeps systemd's stub (Debian's systemd-boot-efi).
+pub fn default_stub(root: &Path) -> PathBuf {
+    root.join("usr/lib/systemd/boot/efi").join(stub_name())
+}
+
+/// The root's os-release (`/etc/os-release`, else `/usr/lib/os-release`),
+/// links followed inside the root.
+pub fn root_osrel(root: &Path) -> Option<Vec<u8>> {
+    let r = Root::new(root);
+    ["/etc/os-release", "/usr/lib/os-release"]
+        .iter()
+        .filter_map(|p| r.resolve(Path::new(p), true).ok())
+        .find_map(|p| crate::stack::read_bounded(&p, TEXT_LIMIT as usize))
+}
+
+fn read_part(what: &str, path: &Path, hint: &str) -> Result<Vec<u8>> {
+    crate::io::read_regular(path, PART_LIMIT).map_err(|e| {
+        Error::usage(format!("the {what} `{}`: {e}", path.display())).with_hint(hint.to_string())
+    })
+}
+
+/// The UKI: the stub with `.osrel`, `.cmdline`, `.uname`, `.splash`, `.dtb`,
+/// `.initrd` and `.linux` (in that order, the kernel last as ukify puts it).
+pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
+    let stub = read_part(
+        "EFI stub",
+        &parts.stub,
+        "install systemd's stub (Debian: systemd-boot-efi), or name one with --stub",
+    )?;
+    let kernel = read_part(
+        "kernel",
+        &parts.kernel,
+        "name the kernel image with --kernel",
+    )?;
+    if kernel.get(0x202..0x206) != Some(b"HdrS".as_slice()) && pe::sections(&kernel).is_err() {
+        return Err(Error::usage(format!(
+            "the kernel `{}` is neither an x86 bzImage nor an EFI program",
+            parts.kernel.display()
+        ))
+        .with_hint("name the kernel image (vmlinuz) with --kernel"));
+    }
+    let splash = match &parts.splash {
+        Some(p) => Some(read_part("splash", p, "give a BMP image")?),
+        None => None,
+    };
+    let dtb = match &parts.devicetree {
+        Some(p) => Some(read_part("device tree", p, "give a .dtb file")?),
+        None => None,
+    };
+    let mut cmdline = parts.cmdline.clone().into_bytes();
+    cmdline.push(0);
+    let mut uname = parts.uname.clone().into_bytes();
+    uname.push(0);
+    let mut add: Vec<(&str, &[u8])> = Vec::new();
+    if let Some(o) = &parts.osrel {
+        add.push((".osrel", o));
+    }
+    add.push((".cmdline", &cmdline));
+    add.push((".uname", &uname));
+    if let Some(s) = &splash {
+        add.push((".splash", s));
+    }
+    if let Some(d) = &dtb {
+        add.push((".dtb", d));
+    }
+    add.push((".initrd", initrd));
+    add.push((".linux", &kernel));
+    pe::append_sections(&stub, &add).map_err(|e| {
+        Error::usage(format!("the EFI stub `{}`: {e}", parts.stub.display()))
+            .with_hint("give systemd's linuxx64.efi.stub with --stub")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_of(bytes: &[u8]) -> (tempfile::NamedTempFile, File) {
+        let mut t = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut t, bytes).unwrap();
+        let f = File::open(t.path()).unwrap();
+        (t, f)
+    }
+
+    #[test]
+    fn a_uki_is_read_back_and_a_broken_one_is_an_error() {
+        let stub = pe::tiny_pe(0x400);
+        let uki = pe::append_sections(
+            &stub,
+            &[
+                (".osrel", b"NAME=Test\n"),
+                (".cmdline", b"root=/dev/vda\0"),
+                (".initrd", b"070701 the archive"),
+            ],
+        )
+        .unwrap();
+        let (_t, f) = file_of(&uki);
+        let (info, initrd) = read(&f, uki.len() as u64, "uki.efi").unwrap();
+        assert_eq!(initrd, b"070701 the archive");
+        assert_eq!(info.cmdline.as_deref(), Some("root=/dev/vda"));
+        assert_eq!(info.os.as_deref(), Some("Test"));
+        assert_eq!(info.uname, None);
+        // Cut short: the .initrd section ends past the end of the file.
+        let cut = &uki[..uki.len() - 505];
+        let (_t, f) = file_of(cut);
+        let e = read(&f, cut.len() as u64, "cut.efi").unwrap_err().to_string();
+        assert!(e.contains("past the end of the file"), "{e}");
+        // A PE program without an initrd (the stub itself).
+        let (_t, f) = file_of(&stub);
+        let e = read(&f, stub.len() as u64, "stub.efi").unwrap_err().to_string();
+        assert!(e.contains("without an `.initrd` section (it has .text)"), "{e}");
+        // Not a PE at all, past its MZ.
+        let (_t, f) = file_of(b"MZ and nothing else");
+        let e = read(&f, 19, "mz.bin").unwrap_err().to_string();
+        assert!(e.contains("mz.bin: not a PE file"), "{e}");
+    }
+
+    #[test]
+    fn os_name_prefers_pretty_name() {
+        assert_eq!(
+            os_name("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n")
+                .as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(os_name("NAME=Arch\n").as_deref(), Some("Arch"));
+        assert_eq!(os_name("ID=x\n"), None);
+    }
+}

@@ -1,0 +1,370 @@
+//! The PE side of a unified kernel image: the section table of an EFI
+//! program read (with the `object` crate, which checks every offset it
+//! follows), and new sections appended to a stub as systemd's stub and ukify
+//! lay them out: each after the last one in memory and in the file, aligned
+//! to the image's section and file alignment, with SizeOfImage and the
+//! checksum made right.
+
+use object::pe;
+use object::pe::ImageNtHeaders64;
+use object::read::pe::{ImageNtHeaders, ImageOptionalHeader};
+
+/// How much of a file's start is read to find its headers: the section table
+/// of an EFI program sits in its first few KiB.
+pub const HEADERS_READ: usize = 64 << 10;
+
+/// One section of a PE file.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Section {
+    pub name: String,
+    /// Where it is mapped, relative to the image base.
+    pub virtual_address: u32,
+    /// Its size in memory: the size of what it holds.
+    pub virtual_size: u32,
+    /// Where its bytes are in the file.
+    pub offset: u32,
+    /// How many bytes of the file it holds (the smaller of its virtual size and
+    /// its raw size, as the loader reads it).
+    pub size: u32,
+}
+
+/// Where the fields the assembly rewrites are, and the alignments it keeps.
+struct Headers {
+    sections: Vec<Section>,
+    /// The file offset of the file header's NumberOfSections.
+    number_of_sections_at: usize,
+    /// The file offset of the optional header.
+    optional_at: usize,
+    /// The file offset of the file header's PointerToSymbolTable (and, after
+    /// it, NumberOfSymbols).
+    symbols_at: usize,
+    /// Where the sections' raw data ends in the file.
+    raw_end: u64,
+    /// The file offset just after the last section header.
+    table_end: usize,
+    section_alignment: u32,
+    file_alignment: u32,
+    size_of_headers: u32,
+}
+
+// Offsets of fields inside the PE32+ optional header.
+const SIZE_OF_INITIALIZED_DATA: usize = 8;
+const SIZE_OF_IMAGE: usize = 56;
+const CHECKSUM: usize = 64;
+const SECTION_HEADER: usize = 40;
+/// IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ, what ukify gives the
+/// sections it adds.
+const DATA_READ: u32 = 0x4000_0040;
+
+fn headers(head: &[u8]) -> Result<Headers, String> {
+    let dos = pe::ImageDosHeader::parse(head).map_err(|e| format!("not a PE file ({e})"))?;
+    let nt_at = dos.nt_headers_offset() as usize;
+    let mut offset = nt_at as u64;
+    let (nt, _) = ImageNtHeaders64::parse(head, &mut offset)
+        .map_err(|e| format!("not a 64-bit EFI program ({e})"))?;
+    let table = nt
+        .sections(head, offset)
+        .map_err(|e| format!("a broken section table ({e})"))?;
+    let sections = table
+        .iter()
+        .map(|s| {
+            let raw = s.raw_name();
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            let (at, size) = s.pe_file_range();
+            Section {
+                name: String::from_utf8_lossy(&raw[..end]).into_owned(),
+                virtual_address: s.virtual_address.get(object::LittleEndian),
+                virtual_size: s.virtual_size.get(object::LittleEndian),
+                offset: at,
+                size,
+            }
+        })
+        .collect::<Vec<_>>();
+    let raw_end = table
+        .iter()
+        .map(|s| {
+            u64::from(s.pointer_to_raw_data.get(object::LittleEndian))
+                + u64::from(s.size_of_raw_data.get(object::LittleEndian))
+        })
+        .max()
+        .unwrap_or(0);
+    let opt = nt.optional_header();
+    Ok(Headers {
+        table_end: offset as usize + sections.len() * SECTION_HEADER,
+        sections,
+        number_of_sections_at: nt_at + 6,
+        optional_at: nt_at + 24,
+        symbols_at: nt_at + 12,
+        raw_end,
+        section_alignment: opt.section_alignment(),
+        file_alignment: opt.file_alignment(),
+        size_of_headers: opt.size_of_headers(),
+    })
+}
+
+/// The sections of the PE file whose first bytes (at least its headers;
+/// [`HEADERS_READ`] is enough for an EFI program) are `head`.
+pub fn sections(head: &[u8]) -> Result<Vec<Section>, String> {
+    headers(head).map(|h| h.sections)
+}
+
+fn align_up(n: u64, to: u32) -> u64 {
+    let to = u64::from(to.max(1));
+    n.div_ceil(to) * to
+}
+
+fn put_u16(out: &mut [u8], at: usize, v: u16) {
+    out[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u32(out: &mut [u8], at: usize, v: u32) {
+    out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_u32(data: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(data[at..at + 4].try_into().expect("four bytes"))
+}
+
+/// The PE image checksum: the 16-bit one's complement sum of the file with its
+/// checksum field taken as zero, plus the file's length.
+pub fn image_checksum(data: &[u8], field_at: usize) -> u32 {
+    let mut sum: u64 = 0;
+    for (i, pair) in data.chunks(2).enumerate() {
+        let at = i * 2;
+        if at >= field_at && at < field_at + 4 {
+            continue;
+        }
+        let word = u64::from(pair[0]) | pair.get(1).map_or(0, |&b| u64::from(b) << 8);
+        sum += word;
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum = (sum & 0xffff) + (sum >> 16);
+    (sum as u32).wrapping_add(data.len() as u32)
+}
+
+/// The stub with `add` appended as sections, in that order. Errors say what
+/// is wrong with the stub or the sections.
+pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, String> {
+    let h = headers(&stub[..stub.len().min(HEADERS_READ)])?;
+    for a in [h.section_alignment, h.file_alignment] {
+        if !a.is_power_of_two() || a < 512 {
+            return Err(format!(
+                "an alignment of {a} bytes, which is not a valid PE alignment"
+            ));
+        }
+    }
+    for (name, _) in add {
+        if name.is_empty() || name.len() > 8 {
+            return Err(format!("`{name}` is not a PE section name (1 to 8 bytes)"));
+        }
+        if h.sections.iter().any(|s| s.name == *name) {
+            return Err(format!(
+                "it already has a `{name}` section: it is a unified kernel image, not a stub"
+            ));
+        }
+    }
+    // The new headers go after the last one, before the first section's data.
+    let first_data = h
+        .sections
+        .iter()
+        .filter(|s| s.offset > 0)
+        .map(|s| s.offset as usize)
+        .min()
+        .unwrap_or(usize::MAX)
+        .min(h.size_of_headers as usize);
+    let table_end = h.table_end + add.len() * SECTION_HEADER;
+    if table_end > first_data {
+        return Err(format!(
+            "no room for {} more section headers (the headers end at byte {}, the first \
+             section at {first_data})",
+            add.len(),
+            h.table_end
+        ));
+    }
+    let mut va = h
+        .sections
+        .iter()
+        .map(|s| u64::from(s.virtual_address) + u64::from(s.virtual_size.max(1)))
+        .max()
+        .unwrap_or(u64::from(h.size_of_headers));
+    va = align_up(va, h.section_alignment);
+    let mut out = stub.to_vec();
+    // A COFF symbol table after the sections (the stub's, for debuggers; no
+    // loader reads it) would sit between them and the new ones, a gap that
+    // Authenticode signing warns about: it goes, as objcopy drops it.
+    let symbols = get_u32(&out, h.symbols_at);
+    if symbols != 0 && u64::from(symbols) >= h.raw_end && h.raw_end <= out.len() as u64 {
+        out.truncate(h.raw_end as usize);
+        put_u32(&mut out, h.symbols_at, 0);
+        put_u32(&mut out, h.symbols_at + 4, 0);
+    }
+    out.resize(align_up(out.len() as u64, h.file_alignment) as usize, 0);
+    let mut added_raw: u64 = 0;
+    for (i, (name, data)) in add.iter().enumerate() {
+        let offset = out.len() as u64;
+        let raw = align_up(data.len() as u64, h.file_alignment);
+        let end = offset + raw;
+        let va_end = va + data.len() as u64;
+        if end > u64::from(u32::MAX) || va_end > u64::from(u32::MAX) {
+            return Err(format!(
+                "the image would pass 4 GiB with the `{name}` section ({} bytes)",
+                data.len()
+            ));
+        }
+        let mut header = [0u8; SECTION_HEADER];
+        header[..name.len()].copy_from_slice(name.as_bytes());
+        put_u32(&mut header, 8, data.len() as u32);
+        put_u32(&mut header, 12, va as u32);
+        put_u32(&mut header, 16, raw as u32);
+        put_u32(&mut header, 20, offset as u32);
+        put_u32(&mut header, 36, DATA_READ);
+        let at = h.table_end + i * SECTION_HEADER;
+        out[at..at + SECTION_HEADER].copy_from_slice(&header);
+        out.extend_from_slice(data);
+        out.resize(end as usize, 0);
+        added_raw += raw;
+        va = align_up(va_end.max(va + 1), h.section_alignment);
+    }
+    let count = h.sections.len() + add.len();
+    let count = u16::try_from(count).map_err(|_| format!("{count} sections are too many"))?;
+    put_u16(&mut out, h.number_of_sections_at, count);
+    let opt = h.optional_at;
+    let image_size = u32::try_from(va).map_err(|_| "the image would pass 4 GiB".to_string())?;
+    put_u32(&mut out, opt + SIZE_OF_IMAGE, image_size);
+    let initialized = u64::from(get_u32(&out, opt + SIZE_OF_INITIALIZED_DATA)) + added_raw;
+    put_u32(
+        &mut out,
+        opt + SIZE_OF_INITIALIZED_DATA,
+        u32::try_from(initialized).unwrap_or(u32::MAX),
+    );
+    put_u32(&mut out, opt + CHECKSUM, 0);
+    let sum = image_checksum(&out, opt + CHECKSUM);
+    put_u32(&mut out, opt + CHECKSUM, sum);
+    Ok(out)
+}
+
+/// A minimal PE32+ file for tests: DOS header, NT headers, one `.text` section
+/// whose data starts at `header_room`.
+#[cfg(test)]
+pub(crate) fn tiny_pe(header_room: u32) -> Vec<u8> {
+    let mut f = vec![0u8; 0x400];
+    f[0] = b'M';
+    f[1] = b'Z';
+    put_u32(&mut f, 0x3c, 0x80);
+    f[0x80..0x84].copy_from_slice(b"PE\0\0");
+    put_u16(&mut f, 0x84, 0x8664);
+    put_u16(&mut f, 0x86, 1);
+    put_u16(&mut f, 0x94, 240);
+    put_u16(&mut f, 0x96, 0x22);
+    let opt = 0x98;
+    put_u16(&mut f, opt, 0x20b);
+    put_u32(&mut f, opt + 32, 0x1000);
+    put_u32(&mut f, opt + 36, 0x200);
+    put_u32(&mut f, opt + 56, 0x2000);
+    put_u32(&mut f, opt + 60, header_room);
+    put_u16(&mut f, opt + 68, 10);
+    put_u32(&mut f, opt + 108, 16);
+    let sec = opt + 240;
+    f[sec..sec + 5].copy_from_slice(b".text");
+    put_u32(&mut f, sec + 8, 0x10);
+    put_u32(&mut f, sec + 12, 0x1000);
+    put_u32(&mut f, sec + 16, 0x200);
+    put_u32(&mut f, sec + 20, header_room);
+    f.resize(header_room as usize + 0x200, 0xcc);
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_appended_aligned_and_read_back() {
+        let stub = tiny_pe(0x400);
+        let uki = append_sections(
+            &stub,
+            &[
+                (".cmdline", b"root=/dev/vda quiet"),
+                (".initrd", &[7u8; 5000]),
+            ],
+        )
+        .unwrap();
+        let s = sections(&uki).unwrap();
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, [".text", ".cmdline", ".initrd"]);
+        assert_eq!(s[1].virtual_address, 0x2000);
+        assert_eq!(s[2].virtual_address, 0x3000);
+        assert_eq!(s[1].offset % 0x200, 0);
+        assert_eq!(s[2].offset % 0x200, 0);
+        let at = s[1].offset as usize;
+        assert_eq!(&uki[at..at + 19], b"root=/dev/vda quiet");
+        assert_eq!(s[2].size, 5000);
+        assert_eq!(uki[s[2].offset as usize + 4999], 7);
+        // SizeOfImage covers the last section; the checksum is the file's.
+        assert_eq!(get_u32(&uki, 0x98 + SIZE_OF_IMAGE), 0x5000);
+        let sum = get_u32(&uki, 0x98 + CHECKSUM);
+        assert_eq!(sum, image_checksum(&uki, 0x98 + CHECKSUM));
+        assert_ne!(sum, 0);
+    }
+
+    #[test]
+    fn a_symbol_table_after_the_sections_is_dropped() {
+        let mut stub = tiny_pe(0x400);
+        let end = stub.len();
+        stub.extend_from_slice(&[0xab; 100]);
+        put_u32(&mut stub, 0x8c, end as u32);
+        put_u32(&mut stub, 0x90, 5);
+        let uki = append_sections(&stub, &[(".linux", b"kernel")]).unwrap();
+        assert_eq!(get_u32(&uki, 0x8c), 0);
+        assert_eq!(get_u32(&uki, 0x90), 0);
+        let s = sections(&uki).unwrap();
+        assert_eq!(
+            s[1].offset as usize, end,
+            "the new section follows the last one"
+        );
+        assert!(!uki.contains(&0xab));
+    }
+
+    #[test]
+    fn a_stub_without_room_or_with_the_sections_is_refused() {
+        // The section table ends at 0x1b0: room for 2 more headers before 0x200.
+        let stub = tiny_pe(0x200);
+        let many: Vec<(&str, &[u8])> = vec![(".a", b"x"); 3];
+        let e = append_sections(&stub, &many).unwrap_err();
+        assert!(e.contains("no room for 3 more section headers"), "{e}");
+        assert!(append_sections(&stub, &many[..2]).is_ok());
+        let uki = append_sections(&stub, &[(".linux", b"kernel")]).unwrap();
+        let e = append_sections(&uki, &[(".linux", b"again")]).unwrap_err();
+        assert!(e.contains("already has a `.linux` section"), "{e}");
+        let e = append_sections(&stub, &[(".toolongname", b"x")]).unwrap_err();
+        assert!(e.contains("not a PE section name"), "{e}");
+    }
+
+    #[test]
+    fn hostile_headers_are_errors_not_panics() {
+        assert!(sections(b"").is_err());
+        assert!(sections(b"MZ").is_err());
+        let mut f = tiny_pe(0x400);
+        // NT headers past the end, a section count past the data.
+        put_u32(&mut f, 0x3c, 0xffff_fff0);
+        assert!(sections(&f).is_err());
+        let mut f = tiny_pe(0x400);
+        put_u16(&mut f, 0x86, 0xffff);
+        assert!(sections(&f).is_err());
+        assert!(append_sections(&f, &[(".x", b"y")]).is_err());
+        for cut in [0, 1, 0x40, 0x84, 0x98, 0x190] {
+            let mut g = tiny_pe(0x400);
+            g.truncate(cut);
+            assert!(sections(&g).is_err());
+            assert!(append_sections(&g, &[(".x", b"y")]).is_err());
+        }
+    }
+
+    #[test]
+    fn checksum_matches_the_known_algorithm() {
+        // Words 0x0201 + 0x0403 (+ a trailing 0x05), plus the length.
+        assert_eq!(image_checksum(&[1, 2, 3, 4, 5], 100), 0x0201 + 0x0403 + 5 + 5);
+        // The field is skipped.
+        assert_eq!(image_checksum(&[1, 2, 0xff, 0xff, 0xff, 0xff], 2), 0x0201 + 6);
+    }
+}

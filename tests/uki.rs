@@ -1,0 +1,338 @@
+//! Unified kernel images: `composer build --uki` puts systemd's stub, Debian's kernel,
+//! the image and the command line into one EFI program; OVMF starts it from an ESP made
+//! here (no `-kernel`) and it reaches a root's token with the command line of its
+//! `.cmdline`. Signed with the key Debian's OVMF ships enrolled (its "snakeoil" test
+//! key), it passes `sbverify` and boots with Secure Boot enforced, where the unsigned
+//! one is refused. `inspect` and `extract` read the initrd inside.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{self, BootOptions, DebianKernel, Scratch, Uefi};
+
+const OVMF: &str = "/usr/share/OVMF";
+const SNAKEOIL: &str = "/usr/share/ovmf";
+
+/// What a UKI test needs beyond a boot: the stub, OVMF and the ESP tools.
+fn uefi_env() -> Option<PathBuf> {
+    for (tool, pkg) in [
+        ("mkfs.vfat", "dosfstools"),
+        ("mcopy", "mtools"),
+        ("sbverify", "sbsigntool"),
+        ("sbsign", "sbsigntool"),
+        ("openssl", "openssl"),
+        ("objdump", "binutils"),
+    ] {
+        support::require_tool(tool, pkg)?;
+    }
+    let stub = Path::new("/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    for (file, pkg) in [
+        (stub.to_path_buf(), "systemd-boot-efi"),
+        (Path::new(OVMF).join("OVMF_CODE_4M.fd"), "ovmf"),
+        (Path::new(OVMF).join("OVMF_CODE_4M.snakeoil.fd"), "ovmf"),
+    ] {
+        if !file.is_file() {
+            let msg = format!("{} is missing (Debian package {pkg})", file.display());
+            assert!(!support::strict(), "{msg}");
+            support::skip(&msg);
+            return None;
+        }
+    }
+    Some(stub.to_path_buf())
+}
+
+/// An ESP holding `efi` as the removable-media boot program.
+fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
+    let img = dir.join(format!("{name}.esp"));
+    fs::File::create(&img)
+        .and_then(|f| f.set_len(64 << 20))
+        .unwrap();
+    support::run_ok(Command::new("mkfs.vfat").arg(&img));
+    let i = img.display().to_string();
+    support::run_ok(Command::new("mmd").args(["-i", &i, "::/EFI", "::/EFI/BOOT"]));
+    support::run_ok(
+        Command::new("mcopy")
+            .args(["-i", &i])
+            .arg(efi)
+            .arg("::/EFI/BOOT/BOOTX64.EFI"),
+    );
+    img
+}
+
+/// A copy of an OVMF variable store template for one boot.
+fn firmware(dir: &Path, name: &str, secure: bool) -> Uefi {
+    let (code, vars) = if secure {
+        ("OVMF_CODE_4M.snakeoil.fd", "OVMF_VARS_4M.snakeoil.fd")
+    } else {
+        ("OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd")
+    };
+    let copy = dir.join(format!("{name}.vars"));
+    fs::copy(Path::new(OVMF).join(vars), &copy).unwrap();
+    Uefi {
+        code: Path::new(OVMF).join(code),
+        vars: copy,
+        secure,
+    }
+}
+
+/// `composer build --uki` of a small image for the root on virtio, with `extra`.
+fn build_uki(
+    kernel: &DebianKernel,
+    dir: &Path,
+    name: &str,
+    cmdline: &str,
+    extra: &[&str],
+) -> PathBuf {
+    let manifest = dir.join("uki.toml");
+    fs::write(
+        &manifest,
+        "init = \"shell\"\nmodules = [\"virtio_pci\", \"virtio_blk\", \"ext4\"]\n",
+    )
+    .unwrap();
+    let out = dir.join(format!("{name}.efi"));
+    support::run_ok(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&manifest)
+            .args(["--uki", "--kernel"])
+            .arg(&kernel.vmlinuz)
+            .args(["--cmdline", cmdline])
+            .args(extra)
+            .arg("-o")
+            .arg(&out),
+    );
+    out
+}
+
+/// The last lines of a console, in order.
+fn tail(console: &str) -> String {
+    let lines: Vec<&str> = console.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+fn boot(kernel: &DebianKernel, esp: &Path, uefi: Uefi, disk: &[String], stop: &str) -> String {
+    let r = support::qemu_boot_with(
+        kernel,
+        esp,
+        &BootOptions {
+            memory_mib: 1024,
+            extra_args: disk.iter().map(Into::into).collect(),
+            timeout: Duration::from_secs(300),
+            stop_when: Some(stop.to_string()),
+            uefi: Some(uefi),
+            ..BootOptions::default()
+        },
+    );
+    r.console
+}
+
+#[test]
+fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    let Some(stub) = uefi_env() else {
+        return;
+    };
+    let Some(roots) = crate::boot_root::roots(&busybox) else {
+        return;
+    };
+    let root = &roots[0];
+    // The PE checksum composer writes is the one the linker wrote into the stub and
+    // the kernel (each recomputed over its own file).
+    for file in [stub.clone(), kernel.vmlinuz.clone()] {
+        let data = fs::read(&file).unwrap();
+        let pe = u32::from_le_bytes(data[0x3c..0x40].try_into().unwrap()) as usize;
+        let field = pe + 24 + 64;
+        let stored = u32::from_le_bytes(data[field..field + 4].try_into().unwrap());
+        assert_eq!(
+            composer::uki::pe::image_checksum(&data, field),
+            stored,
+            "{}",
+            file.display()
+        );
+    }
+    let dir = Scratch::new("uki");
+    // The command line only the UKI carries: the firmware is given none.
+    let cmdline = format!(
+        "console=ttyS0 root={} panic=-1 composer.uki-test=1",
+        root.root_arg
+    );
+    let uki = build_uki(
+        &kernel,
+        &dir,
+        "plain",
+        &cmdline,
+        &["--stub", stub.to_str().unwrap()],
+    );
+
+    // inspect: the sections, the command line, and the initrd's entries.
+    let o = support::run_ok(support::composer().arg("inspect").arg(&uki));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for section in [
+        ".osrel", ".cmdline", ".uname", ".initrd", ".linux", ".sdmagic",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("# {section} "))),
+            "inspect shows no {section}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(&format!("# command line: {cmdline}")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kernel {}", kernel.version)),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l == "init"),
+        "no /init listed:\n{text}"
+    );
+    let o = support::run_ok(support::composer().args(["inspect", "--json"]).arg(&uki));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["uki"]["cmdline"], cmdline.as_str());
+    assert_eq!(doc["uki"]["uname"], kernel.version.as_str());
+    // extract and verify read the initrd inside; objdump agrees on the sections.
+    let unpacked = dir.join("unpacked");
+    support::run_ok(
+        support::composer()
+            .arg("extract")
+            .arg("-C")
+            .arg(&unpacked)
+            .arg(&uki),
+    );
+    assert!(unpacked.join("init").is_file(), "extract left no /init");
+    let module = format!(
+        "usr/lib/modules/{}/kernel/drivers/block/virtio_blk.ko",
+        kernel.version
+    );
+    assert!(unpacked.join(&module).is_file(), "extract left no {module}");
+    support::run_ok(support::composer().arg("verify").arg(&uki));
+    let o = support::run_ok(Command::new("objdump").arg("-h").arg(&uki));
+    let h = String::from_utf8_lossy(&o.stdout);
+    assert!(h.contains(".linux") && h.contains(".initrd"), "{h}");
+
+    // The firmware starts it from the ESP; the kernel runs with the UKI's command line.
+    let esp = esp(&dir, "plain", &uki);
+    let console = boot(
+        &kernel,
+        &esp,
+        firmware(&dir, "plain", false),
+        &root.qemu,
+        "COMPOSER-ROOT-OK",
+    );
+    let tail: String = console
+        .lines()
+        .rev()
+        .take(30)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        console.contains(&format!("Command line: {cmdline}")),
+        "the kernel did not run with the UKI's command line:\n{tail}"
+    );
+    assert!(
+        console.contains(&format!("COMPOSER-ROOT-OK {}", root.token)),
+        "the UKI did not reach the root:\n{tail}"
+    );
+}
+
+#[test]
+fn a_signed_uki_passes_sbverify_and_secure_boot_starts_only_it() {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    if uefi_env().is_none() {
+        return;
+    }
+    let Some(roots) = crate::boot_root::roots(&busybox) else {
+        return;
+    };
+    let root = &roots[0];
+    let dir = Scratch::new("uki-signed");
+    // Debian's OVMF test key, enrolled in its snakeoil variable store; its PEM is
+    // encrypted with the password the package documents.
+    let key = dir.join("snakeoil.key");
+    support::run_ok(
+        Command::new("openssl")
+            .args(["rsa", "-passin", "pass:snakeoil", "-in"])
+            .arg(Path::new(SNAKEOIL).join("PkKek-1-snakeoil.key"))
+            .arg("-out")
+            .arg(&key),
+    );
+    let cert = Path::new(SNAKEOIL).join("PkKek-1-snakeoil.pem");
+    let cmdline = format!("console=ttyS0 root={} panic=-1", root.root_arg);
+    let signed = build_uki(
+        &kernel,
+        &dir,
+        "signed",
+        &cmdline,
+        &[
+            "--sign-key",
+            key.to_str().unwrap(),
+            "--sign-cert",
+            cert.to_str().unwrap(),
+        ],
+    );
+    let unsigned = build_uki(&kernel, &dir, "unsigned", &cmdline, &[]);
+    let sbverify = |f: &Path| {
+        Command::new("sbverify")
+            .arg("--cert")
+            .arg(&cert)
+            .arg(f)
+            .output()
+            .unwrap()
+    };
+    let o = sbverify(&signed);
+    assert!(
+        o.status.success(),
+        "sbverify refuses the signed UKI: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !sbverify(&unsigned).status.success(),
+        "sbverify accepts the unsigned UKI"
+    );
+    // The signed one's initrd is the same to the readers.
+    support::run_ok(support::composer().arg("verify").arg(&signed));
+
+    let (signed_esp, unsigned_esp) = (
+        esp(&dir, "signed", &signed),
+        esp(&dir, "unsigned", &unsigned),
+    );
+    let (good, refused) = std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            boot(
+                &kernel,
+                &signed_esp,
+                firmware(&dir, "signed", true),
+                &root.qemu,
+                "COMPOSER-ROOT-OK",
+            )
+        });
+        let b = s.spawn(|| {
+            boot(
+                &kernel,
+                &unsigned_esp,
+                firmware(&dir, "unsigned", true),
+                &root.qemu,
+                "No bootable option or device was found",
+            )
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(
+        good.contains("Secure boot enabled")
+            && good.contains(&format!("COMPOSER-ROOT-OK {}", root.token)),
+        "the signed UKI did not boot with Secure Boot on:\n{}",
+        tail(&good)
+    );
+    assert!(
+        refused.contains("Access Denied") && !refused.contains("Linux version"),
+        "the firmware did not refuse the unsigned UKI:\n{}",
+        tail(&refused)
+    );
+}
