@@ -102,6 +102,23 @@ pub struct BootTarget {
     /// The image brings up the running root's own stack (`[stack]
     /// from_root`, the hostonly profile): checked before it is installed.
     pub hostonly: bool,
+    /// What the manifest says of a unified kernel image.
+    pub uki: UkiConfig,
+}
+
+/// A unified kernel image as the manifest describes it (`[image] uki`,
+/// `[uki]`), files resolved; the command line's options replace these.
+#[derive(Clone, Debug, Default)]
+pub struct UkiConfig {
+    /// `[image] uki = true`: build one even without `--uki`.
+    pub build: bool,
+    pub stub: Option<std::path::PathBuf>,
+    pub kernel: Option<std::path::PathBuf>,
+    pub cmdline: Option<String>,
+    pub splash: Option<std::path::PathBuf>,
+    pub devicetree: Option<std::path::PathBuf>,
+    pub sign_key: Option<std::path::PathBuf>,
+    pub sign_cert: Option<std::path::PathBuf>,
 }
 
 impl ImageSpec {

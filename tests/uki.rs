@@ -336,3 +336,70 @@ fn a_signed_uki_passes_sbverify_and_secure_boot_starts_only_it() {
         tail(&refused)
     );
 }
+
+/// `[image] uki = true` and `[uki]` in a manifest: the build writes a UKI with the
+/// manifest's command line and kernel; `--cmdline` replaces the manifest's; a key
+/// without its certificate is an error and nothing is written.
+#[test]
+fn the_manifest_describes_the_uki() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(stub) = uefi_env() else {
+        return;
+    };
+    let dir = Scratch::new("uki-manifest");
+    let manifest = dir.join("uki.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "init = \"shell\"\nmodules = [\"virtio_blk\"]\n[image]\nuki = true\n\
+             [uki]\nstub = {}\nkernel = {}\ncmdline = \"root=LABEL=from-manifest ro\"\n",
+            support::toml_str(stub.to_str().unwrap()),
+            support::toml_str(kernel.vmlinuz.to_str().unwrap()),
+        ),
+    )
+    .unwrap();
+    let uki = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let o = support::run(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&manifest)
+                .args(extra)
+                .arg("-o")
+                .arg(&out),
+        );
+        (out, o)
+    };
+    let read = |out: &Path| {
+        let o = support::run_ok(support::composer().args(["inspect", "--json"]).arg(out));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let (out, o) = uki("manifest.efi", &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = read(&out);
+    assert_eq!(doc["uki"]["cmdline"], "root=LABEL=from-manifest ro");
+    let bytes = fs::read(&out).unwrap();
+    let linux = doc["uki"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == ".linux")
+        .expect("no .linux");
+    let at = linux["offset"].as_u64().unwrap() as usize;
+    let size = linux["size"].as_u64().unwrap() as usize;
+    assert_eq!(bytes[at..at + size], fs::read(&kernel.vmlinuz).unwrap()[..]);
+
+    let (out, o) = uki("option.efi", &["--cmdline", "root=LABEL=from-option"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read(&out)["uki"]["cmdline"], "root=LABEL=from-option");
+
+    let (out, o) = uki(
+        "half-signed.efi",
+        &["--uki", "--sign-key", "/nonexistent.key"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--sign-cert"), "{err}");
+    assert!(!out.exists(), "a UKI was written");
+}

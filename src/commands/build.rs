@@ -248,7 +248,7 @@ fn build_one(
         Some(_) => Some(&checker),
         None => None,
     };
-    if a.uki {
+    if a.uki || spec.target.as_ref().is_some_and(|t| t.uki.build) {
         let cmdline = a.kernel_cmdline.as_deref();
         return super::uki::build(spec, out, &a.uki_args, cmdline, !a.archive.no_sync, before);
     }

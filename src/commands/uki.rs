@@ -67,11 +67,12 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
     if target.kver.is_empty() {
         return Err(Error::usage("a UKI needs the kernel's version").with_hint("give --kver KVER"));
     }
-    let kernel = match &a.kernel {
+    let m = &target.uki;
+    let kernel = match a.kernel.as_ref().or(m.kernel.as_ref()) {
         Some(k) => k.clone(),
         None => default_kernel(target)?,
     };
-    let cmdline = match cmdline {
+    let cmdline = match cmdline.or(m.cmdline.as_deref()) {
         Some(c) => c.split_whitespace().collect::<Vec<_>>().join(" "),
         None => composer::cmdline::of_root(&target.root).ok_or_else(|| {
             Error::usage(format!(
@@ -91,14 +92,32 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
         stub: a
             .stub
             .clone()
+            .or_else(|| m.stub.clone())
             .unwrap_or_else(|| composer::uki::default_stub(&target.root)),
         kernel,
         cmdline,
         osrel: composer::uki::root_osrel(&target.root),
         uname: target.kver.clone(),
-        splash: a.splash.clone(),
-        devicetree: a.devicetree.clone(),
+        splash: a.splash.clone().or_else(|| m.splash.clone()),
+        devicetree: a.devicetree.clone().or_else(|| m.devicetree.clone()),
     })
+}
+
+/// The key and certificate to sign with: the options', else the manifest's.
+fn signing(a: &UkiArgs, target: &BootTarget) -> Result<Option<(PathBuf, PathBuf)>> {
+    let m = &target.uki;
+    let key = a.sign_key.clone().or_else(|| m.sign_key.clone());
+    let cert = a.sign_cert.clone().or_else(|| m.sign_cert.clone());
+    match (key, cert) {
+        (Some(k), Some(c)) => Ok(Some((k, c))),
+        (None, None) => Ok(None),
+        _ => Err(Error::usage(
+            "a UKI is signed with a key and its certificate, and only one is given",
+        )
+        .with_hint(
+            "set both `sign_key` and `sign_cert` in [uki], or both --sign-key and --sign-cert",
+        )),
+    }
 }
 
 /// Builds `spec`'s image (checked by `before` as an initrd would be), makes the
@@ -116,6 +135,7 @@ pub fn build(
             .with_hint("a list names no kernel to put in the UKI")
     })?;
     let parts = parts(a, target, cmdline)?;
+    let sign = signing(a, target)?;
     // The image, in an anonymous file; the output is not touched yet.
     let file = tempfile::tempfile().map_err(|e| Error::io("a temporary file for the image", e))?;
     let kept = file
@@ -129,7 +149,7 @@ pub fn build(
     let got = composer::io::read_full_at(&kept, &mut initrd, 0).map_err(|e| Error::io(&name, e))?;
     initrd.truncate(got);
     let mut uki = composer::uki::assemble(&parts, &initrd)?;
-    if let (Some(key), Some(cert)) = (&a.sign_key, &a.sign_cert) {
+    if let Some((key, cert)) = &sign {
         uki = composer::uki::sign::sign(&uki, key, cert)?;
     }
     let mut output = ui::archive_output(out)?;
@@ -158,7 +178,7 @@ pub fn build(
             "composer: {} is a unified kernel image{}: kernel {} bytes, initrd {} bytes, \
              command line `{}`",
             out.display(),
-            if a.sign_key.is_some() { ", signed" } else { "" },
+            if sign.is_some() { ", signed" } else { "" },
             std::fs::metadata(&parts.kernel)
                 .map(|m| m.len())
                 .unwrap_or(0),

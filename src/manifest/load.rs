@@ -66,6 +66,8 @@ pub struct Loaded {
     /// Where `build` writes without `-o`: `[image] output` (default
     /// `/boot/initrd.img-${kver}`), inside the root.
     pub output: PathBuf,
+    /// `[image] uki` and `[uki]`, files resolved.
+    pub uki: crate::spec::UkiConfig,
 }
 
 impl Loaded {
@@ -533,8 +535,35 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut image = ImageSettings::default();
     let mut max_size = None;
     let mut output = PathBuf::from("/boot/initrd.img-${kver}");
+    let mut uki = crate::spec::UkiConfig::default();
+    // `[uki]` files: (the manifest's directory, the path) until the root is known.
+    let mut uki_files: [Option<(PathBuf, String)>; 6] = Default::default();
     for doc in &loader.docs {
         let m = &doc.manifest;
+        if let Some(u) = &m.uki {
+            let x = |t: &Option<String>| -> Result<Option<String>> {
+                t.as_ref()
+                    .map(|t| expand(t, u.pos, &doc.file, &loader.vars))
+                    .transpose()
+            };
+            let v = &u.value;
+            let files = [
+                &v.stub,
+                &v.kernel,
+                &v.splash,
+                &v.devicetree,
+                &v.sign_key,
+                &v.sign_cert,
+            ];
+            for (slot, f) in uki_files.iter_mut().zip(files) {
+                if let Some(text) = x(f)? {
+                    *slot = Some((doc.dir.clone(), text));
+                }
+            }
+            if let Some(c) = x(&v.cmdline)? {
+                uki.cmdline = Some(c);
+            }
+        }
         if let Some(d) = &m.defaults {
             merge_defaults(&mut defaults, d);
         }
@@ -543,6 +572,9 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             image.parents = i.parents.or(image.parents);
             image.align_mode = i.align_mode.or(image.align_mode);
             image.reflink = i.reflink.or(image.reflink);
+            if let Some(b) = i.uki {
+                uki.build = b;
+            }
             if let Some(m) = &i.max_size {
                 let origin = doc.origin(m.pos);
                 let bytes = m.value.bytes().ok_or_else(|| {
@@ -572,6 +604,21 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         output
     };
     let output = root.join(output.strip_prefix("/").unwrap_or(&output));
+    let [stub, kernel, splash, devicetree, sign_key, sign_cert] = uki_files.map(|f| {
+        f.map(|(dir, text)| {
+            let p = PathBuf::from(text);
+            match p.strip_prefix("/") {
+                Ok(inside) => root.join(inside),
+                Err(_) => dir.join(p),
+            }
+        })
+    });
+    uki.stub = stub;
+    uki.kernel = kernel;
+    uki.splash = splash;
+    uki.devicetree = devicetree;
+    uki.sign_key = sign_key;
+    uki.sign_cert = sign_cert;
     Ok(Loaded {
         docs: loader.docs,
         vars: loader.vars,
@@ -582,6 +629,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         kmoddir: opts.kmoddir.clone(),
         init,
         output,
+        uki,
     })
 }
 

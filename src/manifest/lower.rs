@@ -848,6 +848,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
             kver: loaded.vars.get("kver").cloned().unwrap_or_default(),
             kmoddir: loaded.kmoddir.clone(),
             hostonly: super::stack::from_root(loaded),
+            uki: loaded.uki.clone(),
         }),
         _scratch: scratch,
     })

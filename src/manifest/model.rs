@@ -104,6 +104,41 @@ pub struct Manifest {
     /// passphrase.
     #[serde(default)]
     pub console: Option<Spanned<ConsoleSettings>>,
+    /// What a unified kernel image holds besides the image (`composer build
+    /// --uki`, or `[image] uki = true`).
+    #[serde(default)]
+    pub uki: Option<Spanned<UkiSettings>>,
+}
+
+/// `[uki]`: the parts of a unified kernel image. Files are absolute in the
+/// root or relative to the manifest; a later document's setting replaces an
+/// earlier one's, and the command line's options replace both.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UkiSettings {
+    /// systemd's EFI stub (default: `/usr/lib/systemd/boot/efi/linuxx64.efi.stub`).
+    #[serde(default)]
+    pub stub: Option<String>,
+    /// The kernel image (default: `/boot/vmlinuz-${kver}`, else
+    /// `/usr/lib/modules/${kver}/vmlinuz`).
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// The kernel command line (default: the root's `/etc/kernel/cmdline`,
+    /// else the running boot's).
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    /// A boot splash (BMP) the stub shows.
+    #[serde(default)]
+    pub splash: Option<String>,
+    /// A device tree blob the stub installs.
+    #[serde(default)]
+    pub devicetree: Option<String>,
+    /// Sign the UKI for Secure Boot with this key (PEM, with `sign_cert`).
+    #[serde(default)]
+    pub sign_key: Option<String>,
+    /// The certificate (PEM) of `sign_key`.
+    #[serde(default)]
+    pub sign_cert: Option<String>,
 }
 
 /// `[console]`: the keymap and font loaded on the console before anything
@@ -294,6 +329,9 @@ pub struct ImageSettings {
     /// before anything is written, as one that does not fit the output's
     /// free space is.
     pub max_size: Option<Spanned<SizeSpec>>,
+    /// Write a unified kernel image (`[uki]` says what goes in it) instead of
+    /// the image alone, as `composer build --uki` does.
+    pub uki: Option<bool>,
 }
 
 /// A size: bytes, or a string with a `K`, `M` or `G` suffix.

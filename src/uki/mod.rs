@@ -234,12 +234,19 @@ mod tests {
         // Cut short: the .initrd section ends past the end of the file.
         let cut = &uki[..uki.len() - 505];
         let (_t, f) = file_of(cut);
-        let e = read(&f, cut.len() as u64, "cut.efi").unwrap_err().to_string();
+        let e = read(&f, cut.len() as u64, "cut.efi")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("past the end of the file"), "{e}");
         // A PE program without an initrd (the stub itself).
         let (_t, f) = file_of(&stub);
-        let e = read(&f, stub.len() as u64, "stub.efi").unwrap_err().to_string();
-        assert!(e.contains("without an `.initrd` section (it has .text)"), "{e}");
+        let e = read(&f, stub.len() as u64, "stub.efi")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("without an `.initrd` section (it has .text)"),
+            "{e}"
+        );
         // Not a PE at all, past its MZ.
         let (_t, f) = file_of(b"MZ and nothing else");
         let e = read(&f, 19, "mz.bin").unwrap_err().to_string();

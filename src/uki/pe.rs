@@ -363,8 +363,14 @@ mod tests {
     #[test]
     fn checksum_matches_the_known_algorithm() {
         // Words 0x0201 + 0x0403 (+ a trailing 0x05), plus the length.
-        assert_eq!(image_checksum(&[1, 2, 3, 4, 5], 100), 0x0201 + 0x0403 + 5 + 5);
+        assert_eq!(
+            image_checksum(&[1, 2, 3, 4, 5], 100),
+            0x0201 + 0x0403 + 5 + 5
+        );
         // The field is skipped.
-        assert_eq!(image_checksum(&[1, 2, 0xff, 0xff, 0xff, 0xff], 2), 0x0201 + 6);
+        assert_eq!(
+            image_checksum(&[1, 2, 0xff, 0xff, 0xff, 0xff], 2),
+            0x0201 + 6
+        );
     }
 }
