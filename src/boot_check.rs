@@ -22,6 +22,7 @@ use crate::image::Image;
 use crate::resolve::kmod::{ModuleTree, Step};
 use crate::stack::{Kind, LayerId, Stack};
 use std::collections::HashMap;
+use std::path::Path;
 
 /// One line of the verdict: a layer (or the init, or the command line),
 /// with what it needs that the image has and what it lacks.
@@ -216,6 +217,97 @@ pub struct Inputs<'a> {
     pub cmdline: &'a str,
     /// The image's crypttab, if it has one.
     pub crypttab: Option<&'a str>,
+    /// The running kernel's crypto algorithms and the module serving each
+    /// ([`running_crypto`]), for a LUKS root the running kernel has open.
+    pub crypto: &'a [Algorithm],
+}
+
+/// One algorithm of `/proc/crypto`: its name (`xts(aes)`) and the module
+/// that serves it (`aesni_intel`, or `kernel` for a built-in one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Algorithm {
+    pub name: String,
+    pub module: String,
+}
+
+/// The running kernel's algorithms: `/proc/crypto`, read no further than
+/// 4 MiB. Empty when it cannot be read.
+pub fn running_crypto() -> Vec<Algorithm> {
+    crate::stack::read_bounded(Path::new("/proc/crypto"), 4 << 20)
+        .map(|b| parse_crypto(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default()
+}
+
+/// The `name` and `module` of each block of a `/proc/crypto` text.
+fn parse_crypto(text: &str) -> Vec<Algorithm> {
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let field = |key: &str| {
+            block.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == key).then(|| v.trim().to_string())
+            })
+        };
+        if let (Some(name), Some(module)) = (field("name"), field("module")) {
+            out.push(Algorithm { name, module });
+        }
+    }
+    out
+}
+
+/// The kernel's name for the data cipher of a dm-crypt specification:
+/// `aes-xts-plain64` and `capi:xts(aes)-plain64` are `xts(aes)`. None for
+/// forms whose IV generator is itself an algorithm (`essiv`).
+fn kernel_algorithm(spec: &str) -> Option<String> {
+    if let Some(capi) = spec.strip_prefix("capi:") {
+        let alg = capi.rsplit_once('-').map_or(capi, |(a, _)| a);
+        return Some(alg.to_string());
+    }
+    let mut parts = spec.split('-');
+    let (cipher, mode) = (parts.next()?, parts.next()?);
+    if spec.contains(':') || cipher.is_empty() || mode.is_empty() {
+        return None;
+    }
+    Some(format!("{mode}({cipher})"))
+}
+
+/// A LUKS layer's cipher templates (`crypto-xts`) are not needed when the
+/// running kernel serves the whole algorithm (`xts(aes)`) from one module the
+/// image holds, as aesni_intel does on a CPU with AES-NI: the templates'
+/// missing modules become that module, found.
+fn ciphers_served_whole(
+    c: &mut Check,
+    names: &Names,
+    tree: &ModuleTree,
+    crypt: &crate::stack::Crypt,
+    crypto: &[Algorithm],
+) {
+    for spec in &crypt.ciphers {
+        let Some(alg) = kernel_algorithm(spec) else {
+            continue;
+        };
+        let templates = crate::stack::cipher_modules(spec);
+        let served = crypto.iter().filter(|a| a.name == alg).find(|a| {
+            a.module == "kernel"
+                || module_files(tree, &a.module)
+                    .is_ok_and(|files| files.iter().all(|f| has_module(names, &tree.kver, f)))
+        });
+        let Some(by) = served else {
+            continue;
+        };
+        let before = c.missing.len();
+        c.missing.retain(|m| {
+            !templates
+                .iter()
+                .any(|t| m.starts_with("module ") && m.ends_with(&format!("({t})")))
+        });
+        if c.missing.len() != before {
+            c.found.push(format!(
+                "{alg} (served whole by {} on this machine)",
+                by.module
+            ));
+        }
+    }
 }
 
 /// The files `query` loads with modprobe's rules in the reference tree:
@@ -422,6 +514,7 @@ pub fn check(inputs: &Inputs) -> Report {
         match &layer.kind {
             Kind::Disk(d) => check_disk(&mut c, &names, tree, d),
             Kind::Crypt(cr) => {
+                ciphers_served_whole(&mut c, &names, tree, cr, inputs.crypto);
                 if let Some(key) = crypttab_line(&crypttab, cr).and_then(|l| l.keyfile.as_deref()) {
                     if crate::manifest::is_key_path(key) {
                         if names.resolve(key).is_some_and(RawEntry::is_regular) {
@@ -521,6 +614,45 @@ pub fn running_stack(root: &std::path::Path) -> crate::error::Result<Stack> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_crypto_blocks_give_names_and_modules() {
+        let text =
+            "name         : xts(aes)\ndriver       : xts-aes-aesni\nmodule       : aesni_intel\n\
+                    priority     : 401\n\nname         : aes\ndriver       : aes-generic\n\
+                    module       : kernel\n\nname : broken\n";
+        assert_eq!(
+            parse_crypto(text),
+            [
+                Algorithm {
+                    name: "xts(aes)".into(),
+                    module: "aesni_intel".into()
+                },
+                Algorithm {
+                    name: "aes".into(),
+                    module: "kernel".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn dm_crypt_specs_name_the_kernels_algorithm() {
+        assert_eq!(
+            kernel_algorithm("aes-xts-plain64").as_deref(),
+            Some("xts(aes)")
+        );
+        assert_eq!(
+            kernel_algorithm("serpent-cbc-plain").as_deref(),
+            Some("cbc(serpent)")
+        );
+        assert_eq!(
+            kernel_algorithm("capi:xts(aes)-plain64").as_deref(),
+            Some("xts(aes)")
+        );
+        assert_eq!(kernel_algorithm("aes-cbc-essiv:sha256"), None);
+        assert_eq!(kernel_algorithm("aes"), None);
+    }
 
     #[test]
     fn the_last_root_on_the_command_line_counts() {

@@ -5,8 +5,9 @@
 //! make, md, LUKS and LVM, are checked inside the hostonly guest.)
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Duration;
 
 use crate::support::{self, Scratch};
 
@@ -107,7 +108,14 @@ fn check_boot_names_the_layer_an_image_lacks() {
             "does not name the root filesystem",
         ),
     ];
+    let mut verdicts = vec![(
+        "complete".to_string(),
+        complete.clone(),
+        cmdline.clone(),
+        true,
+    )];
     for (what, img, cmdline, layer, missing) in &cases {
+        verdicts.push((what.to_string(), img.clone(), cmdline.clone(), false));
         let o = check(img, &kernel, cmdline, true);
         assert_eq!(
             o.status.code(),
@@ -130,5 +138,65 @@ fn check_boot_names_the_layer_an_image_lacks() {
             "{what}: {f}"
         );
         assert!(f["missing"].to_string().contains(missing), "{what}: {f}");
+    }
+    agreement(&kernel, &root, &verdicts);
+}
+
+/// The same images booted: each on a test root attached where this machine's root
+/// is (the first virtio disk), with the command line the check assumed; the check's
+/// verdict must be the boot's outcome.
+fn agreement(
+    kernel: &support::DebianKernel,
+    root: &str,
+    verdicts: &[(String, PathBuf, String, bool)],
+) {
+    if root != "/dev/vda" {
+        eprintln!(
+            "the boots are skipped: this machine's root is {root}, not a whole first virtio disk"
+        );
+        return;
+    }
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let Some(roots) = crate::boot_root::roots(&busybox) else {
+        return;
+    };
+    let test_root = &roots[0];
+    let disk = test_root
+        .qemu
+        .iter()
+        .find(|a| a.contains("if=virtio"))
+        .expect("a virtio root");
+    let booted: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = verdicts
+            .iter()
+            .map(|(_, image, cmdline, _)| {
+                let opts = support::BootOptions {
+                    extra_append: format!("{cmdline} rd.timeout=15"),
+                    extra_args: vec!["-drive".into(), disk.into()],
+                    timeout: Duration::from_secs(180),
+                    stop_when: Some("starting an emergency shell".to_string()),
+                    ..support::BootOptions::default()
+                };
+                s.spawn(move || {
+                    let r = support::qemu_boot_with(kernel, image, &opts);
+                    r.console
+                        .contains(&format!("COMPOSER-ROOT-OK {}", test_root.token))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut table = String::from("| image | check-boot | boot |\n|:---|:---|:---|\n");
+    for ((what, _, _, bootable), ok) in verdicts.iter().zip(&booted) {
+        table.push_str(&format!("| {what} | {bootable} | {ok} |\n"));
+    }
+    eprintln!("check-boot against the boot:\n{table}");
+    for ((what, _, _, bootable), ok) in verdicts.iter().zip(&booted) {
+        assert_eq!(
+            bootable, ok,
+            "{what}: check-boot and the boot disagree\n{table}"
+        );
     }
 }

@@ -74,6 +74,7 @@ pub(crate) mod tests;
 
 pub use config::{crypttab, lvm_conf, mdadm_conf};
 pub use crypttab::parse as parse_crypttab;
+pub use luks::modules_of as cipher_modules;
 pub use model::{
     BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId,
     Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Stack,
