@@ -217,6 +217,8 @@ pub struct Inputs<'a> {
     pub cmdline: &'a str,
     /// The image's crypttab, if it has one.
     pub crypttab: Option<&'a str>,
+    /// The root the image is for (where the firmware its drivers ask for is).
+    pub root: &'a Path,
     /// The running kernel's crypto algorithms and the module serving each
     /// ([`running_crypto`]), for a LUKS root the running kernel has open.
     pub crypto: &'a [Algorithm],
@@ -363,7 +365,14 @@ fn check_modules(c: &mut Check, names: &Names, tree: &ModuleTree, queries: &[Str
 
 /// A disk: for each device from it up to the bus whose modalias the tree
 /// maps to modules, one of them in the image (or built in).
-fn check_disk(c: &mut Check, names: &Names, tree: &ModuleTree, disk: &crate::stack::Disk) {
+fn check_disk(
+    c: &mut Check,
+    names: &Names,
+    tree: &ModuleTree,
+    disk: &crate::stack::Disk,
+    root: &Path,
+) {
+    let firmware = Firmware::new(root, &tree.kver);
     for d in &disk.devices {
         let found = tree.lookup(&d.modalias);
         if found.is_empty() {
@@ -376,11 +385,15 @@ fn check_disk(c: &mut Check, names: &Names, tree: &ModuleTree, disk: &crate::sta
             match module_files(tree, &name) {
                 Ok(files) if files.iter().all(|r| has_module(names, &tree.kver, r)) => {
                     any = true;
-                    c.found.push(if files.is_empty() {
+                    let built_in = files.is_empty();
+                    c.found.push(if built_in {
                         format!("{name} (built in)")
                     } else {
-                        name
+                        name.clone()
                     });
+                    if !built_in {
+                        firmware.check(c, names, tree, &name);
+                    }
                     break;
                 }
                 _ => wanted.push(name),
@@ -394,6 +407,54 @@ fn check_disk(c: &mut Check, names: &Names, tree: &ModuleTree, disk: &crate::sta
             ));
         }
     }
+}
+
+/// The firmware a disk's driver asks for (`firmware=` in its modinfo), where
+/// the root has it: the driver loads without it but the controller does not
+/// come up, so the image must hold it where the kernel's loader looks.
+struct Firmware {
+    root: crate::resolve::root::Root,
+    search: crate::resolve::kmod::firmware::Search,
+}
+
+impl Firmware {
+    fn new(root: &Path, kver: &str) -> Firmware {
+        let root = crate::resolve::root::Root::new(root);
+        let search = crate::resolve::kmod::firmware::Search::new(&root, kver);
+        Firmware { root, search }
+    }
+
+    fn check(&self, c: &mut Check, names: &Names, tree: &ModuleTree, module: &str) {
+        let Ok(info) = tree.info(module) else {
+            return;
+        };
+        for fw in info.values("firmware") {
+            // Firmware the root lacks cannot be loaded after the switch either.
+            if self.search.find(&self.root, fw).is_none() {
+                continue;
+            }
+            if has_firmware(names, &tree.kver, fw) {
+                c.found.push(format!("firmware {fw}"));
+            } else {
+                c.missing
+                    .push(format!("firmware {fw} ({module} asks for it)"));
+            }
+        }
+    }
+}
+
+/// Whether the image holds firmware `name` where the kernel's loader looks
+/// (compressed or not).
+fn has_firmware(names: &Names, kver: &str, name: &str) -> bool {
+    crate::resolve::kmod::firmware::search_dirs(kver)
+        .iter()
+        .any(|dir| {
+            ["", ".zst", ".xz"].iter().any(|suffix| {
+                names
+                    .resolve(&format!("{dir}/{name}{suffix}"))
+                    .is_some_and(RawEntry::is_regular)
+            })
+        })
 }
 
 /// The image's crypttab line for a LUKS layer, by name or UUID.
@@ -512,7 +573,7 @@ pub fn check(inputs: &Inputs) -> Report {
             }
         }
         match &layer.kind {
-            Kind::Disk(d) => check_disk(&mut c, &names, tree, d),
+            Kind::Disk(d) => check_disk(&mut c, &names, tree, d, inputs.root),
             Kind::Crypt(cr) => {
                 ciphers_served_whole(&mut c, &names, tree, cr, inputs.crypto);
                 if let Some(key) = crypttab_line(&crypttab, cr).and_then(|l| l.keyfile.as_deref()) {

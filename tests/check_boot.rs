@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::support::{self, Scratch};
@@ -199,4 +199,126 @@ fn agreement(
             "{what}: check-boot and the boot disagree\n{table}"
         );
     }
+}
+
+/// A disk controller whose driver asks for firmware the root has: the image without
+/// that firmware fails the disk's layer naming it; with it the layer passes. The
+/// driver is Debian's virtio_blk with a `firmware=` line added to its .modinfo (by
+/// objcopy), in a small module tree; the firmware is in a test root (`--root`).
+#[test]
+fn check_boot_names_the_firmware_a_disk_driver_lacks() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(objcopy) = support::require_tool("objcopy", "binutils") else {
+        return;
+    };
+    let Some(root) = virtio_root() else {
+        eprintln!("skipped: this machine's root is not on a virtio disk");
+        return;
+    };
+    let dir = Scratch::new("check-boot-firmware");
+    // The small module tree: the virtio drivers, virtio_blk asking for firmware.
+    let kver = &kernel.version;
+    let from = kernel.modules_dir();
+    let tree = dir.join("modules").join(kver);
+    fs::create_dir_all(&tree).unwrap();
+    for f in [
+        "modules.builtin",
+        "modules.builtin.modinfo",
+        "modules.order",
+    ] {
+        fs::copy(from.join(f), tree.join(f)).unwrap();
+    }
+    let virtio = tree.join("kernel/drivers/virtio");
+    fs::create_dir_all(&virtio).unwrap();
+    for e in fs::read_dir(from.join("kernel/drivers/virtio"))
+        .unwrap()
+        .flatten()
+    {
+        fs::copy(e.path(), virtio.join(e.file_name())).unwrap();
+    }
+    let block = tree.join("kernel/drivers/block");
+    fs::create_dir_all(&block).unwrap();
+    let modinfo = dir.join("modinfo");
+    support::run_ok(
+        Command::new(&objcopy)
+            .args(["-O", "binary", "--only-section=.modinfo"])
+            .arg(from.join("kernel/drivers/block/virtio_blk.ko"))
+            .arg(&modinfo),
+    );
+    let mut info = fs::read(&modinfo).unwrap();
+    info.extend_from_slice(b"firmware=composer-test/controller.bin\0");
+    fs::write(&modinfo, &info).unwrap();
+    support::run_ok(
+        Command::new(&objcopy)
+            .arg(format!("--update-section=.modinfo={}", modinfo.display()))
+            .arg(from.join("kernel/drivers/block/virtio_blk.ko"))
+            .arg(block.join("virtio_blk.ko")),
+    );
+    // The root the check is for holds the firmware.
+    let test_root = dir.join("root");
+    let fw = test_root.join("lib/firmware/composer-test/controller.bin");
+    fs::create_dir_all(fw.parent().unwrap()).unwrap();
+    fs::write(&fw, b"controller firmware").unwrap();
+
+    let image = |name: &str, extra: &str| {
+        let m = dir.join(format!("{name}.toml"));
+        fs::write(
+            &m,
+            format!("init = \"shell\"\nmodules = [\"virtio_pci\", \"virtio_blk\"]\n{extra}"),
+        )
+        .unwrap();
+        let out = dir.join(format!("{name}.img"));
+        support::run_ok(support::build_for(kver, &tree).arg(&m).arg("-o").arg(&out));
+        out
+    };
+    let without = image("without", "");
+    let with = image(
+        "with",
+        &format!(
+            "[[file]]\nsrc = {}\ndst = \"/usr/lib/firmware/composer-test/controller.bin\"\n",
+            support::toml_str(fw.to_str().unwrap())
+        ),
+    );
+    let disk_layer = |img: &Path| {
+        let o = support::run(
+            support::composer()
+                .args(["check-boot", "--json", "--kver", kver])
+                .arg("--kmoddir")
+                .arg(&tree)
+                .arg("--root")
+                .arg(&test_root)
+                .args(["--kernel-cmdline", &format!("root={root}")])
+                .arg(img),
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["layer"].as_str().unwrap_or("").starts_with("disk"))
+            .cloned()
+            .expect("no disk layer")
+    };
+    let failed = disk_layer(&without);
+    assert!(
+        failed["missing"]
+            .to_string()
+            .contains("firmware composer-test/controller.bin (virtio_blk asks for it)"),
+        "{failed}"
+    );
+    let passed = disk_layer(&with);
+    assert_eq!(
+        passed["missing"].as_array().map(Vec::len),
+        Some(0),
+        "{passed}"
+    );
+    assert!(
+        passed["found"]
+            .to_string()
+            .contains("firmware composer-test/controller.bin"),
+        "{passed}"
+    );
 }

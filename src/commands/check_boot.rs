@@ -88,6 +88,7 @@ pub(super) fn report_for(
         tree: &tree,
         cmdline: &cmdline,
         crypttab: crypttab.as_deref(),
+        root: root_dir,
         // The running kernel's algorithms only say something of its own root.
         crypto: &if root_dir == Path::new("/") {
             boot_check::running_crypto()
