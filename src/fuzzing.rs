@@ -16,13 +16,14 @@ use crate::manifest::load::{parse, Format};
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets by name, as `cargo fuzz` knows them.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("manifest_toml", manifest_toml),
     ("manifest_yaml", manifest_yaml),
     ("list", list),
     ("image", image),
     ("elf", elf),
     ("ko", ko),
+    ("pe", pe),
 ];
 
 /// The TOML manifest loader: a manifest or an error with a position. Where
@@ -157,5 +158,19 @@ pub fn ko(data: &[u8]) {
         let _ = info.modinfo().count();
         let _ = info.exports().count();
         let _ = info.imports().count();
+    }
+}
+
+/// The PE side of unified kernel images: the section table of any bytes (what
+/// `inspect` reads of a UKI), and sections appended to them as to a stub; what
+/// composer appends reads back with the new sections.
+pub fn pe(data: &[u8]) {
+    use crate::uki::pe::{append_sections, sections};
+    let _ = sections(data);
+    let add: [(&str, &[u8]); 2] = [(".cmdline", b"root=/dev/vda\0"), (".initrd", b"070701")];
+    if let Ok(out) = append_sections(data, &add) {
+        let read = sections(&out).expect("an image composer appended to reads back");
+        let names: Vec<&str> = read.iter().rev().take(2).map(|s| s.name.as_str()).collect();
+        assert_eq!(names, [".initrd", ".cmdline"]);
     }
 }

@@ -173,6 +173,12 @@ pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, St
         .unwrap_or(usize::MAX)
         .min(h.size_of_headers as usize);
     let table_end = h.table_end + add.len() * SECTION_HEADER;
+    if table_end > stub.len() {
+        return Err(format!(
+            "it ends at byte {} inside its own headers",
+            stub.len()
+        ));
+    }
     if table_end > first_data {
         return Err(format!(
             "no room for {} more section headers (the headers end at byte {}, the first \
@@ -193,7 +199,12 @@ pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, St
     // loader reads it) would sit between them and the new ones, a gap that
     // Authenticode signing warns about: it goes, as objcopy drops it.
     let symbols = get_u32(&out, h.symbols_at);
-    if symbols != 0 && u64::from(symbols) >= h.raw_end && h.raw_end <= out.len() as u64 {
+    if symbols != 0
+        && u64::from(symbols) >= h.raw_end
+        && h.raw_end <= out.len() as u64
+        && h.raw_end >= table_end as u64
+        && h.raw_end >= u64::from(h.size_of_headers)
+    {
         out.truncate(h.raw_end as usize);
         put_u32(&mut out, h.symbols_at, 0);
         put_u32(&mut out, h.symbols_at + 4, 0);
