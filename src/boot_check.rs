@@ -69,6 +69,17 @@ impl Report {
         self.checks.iter().all(Check::ok)
     }
 
+    /// The layers that fail, joined for a message: `LUKS luks-...; LVM volume vg/root`.
+    pub fn failing(&self) -> String {
+        let layers: Vec<&str> = self
+            .checks
+            .iter()
+            .filter(|c| !c.ok())
+            .map(|c| c.layer.as_str())
+            .collect();
+        layers.join("; ")
+    }
+
     /// The text `check-boot` prints.
     pub fn render(&self) -> String {
         let mut s = format!(

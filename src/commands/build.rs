@@ -134,15 +134,9 @@ fn check_image(
             if !ui::quiet() {
                 eprint!("{}", r.render());
             }
-            let layers: Vec<&str> = r
-                .checks
-                .iter()
-                .filter(|c| !c.ok())
-                .map(|c| c.layer.as_str())
-                .collect();
             Err(Error::found(format!(
                 "{name}: not installed: the image cannot bring up {}; the previous image is kept",
-                layers.join("; ")
+                r.failing()
             )))
         }
         Err(e) if required => Err(e),

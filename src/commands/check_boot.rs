@@ -145,15 +145,9 @@ pub fn exec(a: Args) -> Result<()> {
     if report.bootable() {
         return Ok(());
     }
-    let missing: Vec<&str> = report
-        .checks
-        .iter()
-        .filter(|c| !c.ok())
-        .map(|c| c.layer.as_str())
-        .collect();
     Err(Error::found(format!(
         "{}: cannot bring up {}",
         image.name,
-        missing.join("; ")
+        report.failing()
     )))
 }
