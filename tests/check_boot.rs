@@ -168,7 +168,7 @@ fn agreement(
         .iter()
         .find(|a| a.contains("if=virtio"))
         .expect("a virtio root");
-    let booted: Vec<bool> = std::thread::scope(|s| {
+    let booted: Vec<(bool, Option<&str>)> = std::thread::scope(|s| {
         let handles: Vec<_> = verdicts
             .iter()
             .map(|(_, image, cmdline, _)| {
@@ -181,22 +181,35 @@ fn agreement(
                 };
                 s.spawn(move || {
                     let r = support::qemu_boot_with(kernel, image, &opts);
-                    r.console
-                        .contains(&format!("COMPOSER-ROOT-OK {}", test_root.token))
+                    let ok = r
+                        .console
+                        .contains(&format!("COMPOSER-ROOT-OK {}", test_root.token));
+                    (ok, support::initrd_stop(&r.console, 0))
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let mut table = String::from("| image | check-boot | boot |\n|:---|:---|:---|\n");
-    for ((what, _, _, bootable), ok) in verdicts.iter().zip(&booted) {
-        table.push_str(&format!("| {what} | {bootable} | {ok} |\n"));
+    for ((what, _, _, bootable), (ok, stop)) in verdicts.iter().zip(&booted) {
+        let how = stop.unwrap_or(if *ok {
+            ""
+        } else {
+            "the console does not say why"
+        });
+        table.push_str(&format!("| {what} | {bootable} | {ok} {how} |\n"));
     }
     eprintln!("check-boot against the boot:\n{table}");
-    for ((what, _, _, bootable), ok) in verdicts.iter().zip(&booted) {
+    for ((what, _, _, bootable), (ok, stop)) in verdicts.iter().zip(&booted) {
         assert_eq!(
             bootable, ok,
             "{what}: check-boot and the boot disagree\n{table}"
+        );
+        // A boot that must fail shows where it stopped: a hang or a crash does not
+        // count as the failure the check predicts.
+        assert!(
+            *ok || stop.is_some(),
+            "{what}: the boot stopped without saying why\n{table}"
         );
     }
 }

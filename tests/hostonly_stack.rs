@@ -586,7 +586,7 @@ fn agreement(
     }
     // Each variant booted, two at a time; a failing one stops at the emergency shell.
     let append = format!("root=/dev/cmphost/root rd.luks.uuid={LUKS_UUID} rd.timeout=20");
-    let booted: Vec<(bool, f64)> = std::thread::scope(|s| {
+    let booted: Vec<(bool, Option<&str>, f64)> = std::thread::scope(|s| {
         let handles: Vec<_> = VARIANTS
             .iter()
             .map(|v| {
@@ -620,12 +620,13 @@ fn agreement(
                     let ok = r
                         .console
                         .contains(&format!("COMPOSER-ROOT-OK {token} pid=1"));
+                    let stop = support::initrd_stop(&r.console, opts.answers.len());
                     if !ok {
                         let tail: Vec<&str> = r.console.lines().rev().take(15).collect();
                         let tail: Vec<&str> = tail.into_iter().rev().collect();
                         eprintln!("--- {} boot ---\n{}", v.name, tail.join("\n"));
                     }
-                    (ok, r.elapsed.as_secs_f64())
+                    (ok, stop, r.elapsed.as_secs_f64())
                 })
             })
             .collect();
@@ -633,16 +634,20 @@ fn agreement(
     });
     let mut table = String::from("| image | check-boot | boot | agree |\n|:---|:---|:---|:---|\n");
     let mut disagree = Vec::new();
-    for ((name, bootable, failing), (ok, secs)) in checked.iter().zip(&booted) {
+    let mut unexplained = Vec::new();
+    for ((name, bootable, failing), (ok, stop, secs)) in checked.iter().zip(&booted) {
         let verdict = if *bootable {
             "bootable".to_string()
         } else {
             format!("not: {}", failing.join("; "))
         };
-        let boot = if *ok {
-            format!("reached the root ({secs:.0} s)")
-        } else {
-            format!("did not ({secs:.0} s)")
+        let boot = match (ok, stop) {
+            (true, _) => format!("reached the root ({secs:.0} s)"),
+            (false, Some(why)) => format!("did not: {why} ({secs:.0} s)"),
+            (false, None) => {
+                unexplained.push(*name);
+                format!("did not, and the console does not say why ({secs:.0} s)")
+            }
         };
         table.push_str(&format!(
             "| {name} | {verdict} | {boot} | {} |\n",
@@ -656,5 +661,11 @@ fn agreement(
     assert!(
         disagree.is_empty(),
         "check-boot and the boot disagree on {disagree:?}"
+    );
+    // A boot that did not reach the root must show where it stopped: a hang or a
+    // crash is not the failure the check predicts.
+    assert!(
+        unexplained.is_empty(),
+        "boots that stopped without saying why: {unexplained:?}"
     );
 }

@@ -634,6 +634,28 @@ pub fn require_boot_env() -> Option<(PathBuf, DebianKernel, PathBuf)> {
     Some((qemu, kernel, busybox))
 }
 
+/// How a boot that did not reach its root ended, as its console shows it: composer's
+/// shell init naming what it looked for and then giving up (`panic=`) or starting
+/// the emergency shell, the kernel finding no init to run, or an unlock prompt shown
+/// more often than the test answered it (`answered`). None when the console shows
+/// none of these (a hang, a crash, qemu not starting): no test may count that as the
+/// failure it expects.
+pub fn initrd_stop(console: &str, answered: usize) -> Option<&'static str> {
+    if console.contains("composer-init: panic=") && console.contains("giving up")
+        || console.contains("composer-init: starting an emergency shell")
+    {
+        Some("the initrd gave up")
+    } else if console.contains("No working init found")
+        || console.contains("Unable to mount root fs")
+    {
+        Some("no init to run")
+    } else if console.matches("Enter passphrase for").count() > answered {
+        Some("an unanswered unlock prompt")
+    } else {
+        None
+    }
+}
+
 /// Options for [`qemu_boot_with`].
 #[derive(Clone, Debug)]
 pub struct BootOptions {
