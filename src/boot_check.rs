@@ -381,9 +381,8 @@ fn check_disk(
     names: &Names,
     tree: &ModuleTree,
     disk: &crate::stack::Disk,
-    root: &Path,
+    firmware: &Firmware,
 ) {
-    let firmware = Firmware::new(root, &tree.kver);
     for d in &disk.devices {
         let found = tree.lookup(&d.modalias);
         if found.is_empty() {
@@ -568,6 +567,7 @@ pub fn check(inputs: &Inputs) -> Report {
         .map(|t| crate::stack::parse_crypttab(t).0)
         .unwrap_or_default();
     let depth = depths(stack);
+    let firmware = Firmware::new(inputs.root, &tree.kver);
     let needs = crate::stack::needs(stack);
     // Bottom up: the disks first, the filesystem last.
     for need in needs.iter().rev() {
@@ -584,7 +584,7 @@ pub fn check(inputs: &Inputs) -> Report {
             }
         }
         match &layer.kind {
-            Kind::Disk(d) => check_disk(&mut c, &names, tree, d, inputs.root),
+            Kind::Disk(d) => check_disk(&mut c, &names, tree, d, &firmware),
             Kind::Crypt(cr) => {
                 ciphers_served_whole(&mut c, &names, tree, cr, inputs.crypto);
                 if let Some(key) = crypttab_line(&crypttab, cr).and_then(|l| l.keyfile.as_deref()) {
