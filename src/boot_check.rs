@@ -24,6 +24,8 @@ use crate::stack::{Kind, LayerId, Stack};
 use std::collections::HashMap;
 use std::path::Path;
 
+mod rules;
+
 /// One line of the verdict: a layer (or the init, or the command line),
 /// with what it needs that the image has and what it lacks.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -569,6 +571,7 @@ pub fn check(inputs: &Inputs) -> Report {
     let depth = depths(stack);
     let firmware = Firmware::new(inputs.root, &tree.kver);
     let needs = crate::stack::needs(stack);
+    let rules = rules::Rules::of(inputs.cmdline);
     // Bottom up: the disks first, the filesystem last.
     for need in needs.iter().rev() {
         let layer = &stack.layers[need.layer];
@@ -602,6 +605,19 @@ pub fn check(inputs: &Inputs) -> Report {
         }
         if !c.ok() {
             c.fix = Some(fix_for(&layer.kind));
+        }
+        // A layer the command line leaves down: the image cannot help it.
+        if let Some(why) = rules.rules_out(stack, need.layer, &crypttab) {
+            let fix = if why.contains("crypttab") {
+                "the image's /etc/crypttab (or rd.luks.uuid= naming this device)"
+            } else {
+                "the kernel command line (/etc/kernel/cmdline)"
+            };
+            c.missing.push(why);
+            c.fix = Some(match c.fix.take() {
+                Some(f) => format!("{f}; {fix}"),
+                None => fix.into(),
+            });
         }
         checks.push(c);
     }

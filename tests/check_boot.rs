@@ -335,3 +335,105 @@ fn check_boot_names_the_firmware_a_disk_driver_lacks() {
         "{passed}"
     );
 }
+
+/// `--root DIR` on a mounted target reads the stack under that mount, not the running
+/// root's: an ext4 filesystem on a loop device (its file on this machine's root) needs
+/// `loop`, and its `root=` is the loop device, not this machine's root device.
+#[test]
+fn check_boot_reads_the_stack_of_a_mounted_target() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(root) = virtio_root() else {
+        eprintln!("skipped: this machine's root is not on a virtio disk");
+        return;
+    };
+    if !support::require_root() {
+        return;
+    }
+    let Some(mkfs) = support::require_tool("mkfs.ext4", "e2fsprogs") else {
+        return;
+    };
+    let Some(target) =
+        crate::planner_reflink::LoopMount::create("check-boot-target", "ext4", &mkfs, 64 << 20)
+    else {
+        return;
+    };
+    let mnt = fs::canonicalize(&target.mnt).unwrap();
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let source = info
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(&*mnt.to_string_lossy()))
+        .and_then(|l| l.split(" - ").nth(1)?.split(' ').nth(1))
+        .expect("the target's mount")
+        .to_string();
+    assert!(source.starts_with("/dev/loop"), "{source}");
+    let dir = Scratch::new("check-boot-target-images");
+    let image = |name: &str, modules: &str| {
+        let m = dir.join(format!("{name}.toml"));
+        fs::write(
+            &m,
+            format!(
+                "init = \"shell\"\nmodules = [\"virtio_pci\", \"virtio_blk\", \"ext4\"{modules}]\n"
+            ),
+        )
+        .unwrap();
+        let out = dir.join(format!("{name}.img"));
+        support::run_ok(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&m)
+                .arg("-o")
+                .arg(&out),
+        );
+        out
+    };
+    let with_loop = image("with-loop", ", \"loop\"");
+    let without = image("without-loop", "");
+    let run = |img: &Path, cmdline: &str| {
+        let o = support::run(
+            support::composer()
+                .arg("check-boot")
+                .arg("--root")
+                .arg(&target.mnt)
+                .arg("--kver")
+                .arg(&kernel.version)
+                .arg("--kmoddir")
+                .arg(kernel.modules_dir())
+                .arg("--kernel-cmdline")
+                .arg(cmdline)
+                .arg("--json")
+                .arg(img),
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        let failing: Vec<String> = doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| !c["missing"].as_array().unwrap().is_empty())
+            .map(|c| c["layer"].as_str().unwrap_or("").to_string())
+            .collect();
+        (o.status.code(), doc, failing)
+    };
+    let here = format!("root={source}");
+    let (code, doc, failing) = run(&with_loop, &here);
+    assert_eq!((code, failing.as_slice()), (Some(0), &[][..]), "{doc}");
+    let layers = doc["checks"].to_string();
+    assert!(
+        layers.contains(&source["/dev/".len()..]),
+        "no loop layer: {layers}"
+    );
+    let (code, doc, failing) = run(&without, &here);
+    assert_eq!(code, Some(1), "{doc}");
+    assert!(
+        failing.len() == 1 && failing[0].contains("loop"),
+        "the image without loop should fail only the loop layer: {failing:?}"
+    );
+    // This machine's root device is not the target's root.
+    let (code, _, failing) = run(&with_loop, &format!("root={root}"));
+    assert_eq!(code, Some(1));
+    assert!(
+        failing.len() == 1 && failing[0].starts_with("root="),
+        "{failing:?}"
+    );
+}

@@ -37,11 +37,11 @@ use support::DebianKernel;
 const IMAGE_BYTES: u64 = 1536 * 1024 * 1024;
 
 /// A filesystem image mounted on a loop device, undone on drop.
-struct LoopMount {
+pub(crate) struct LoopMount {
     /// Unique to this run; holds the image, the mountpoint and the manifest.
     dir: PathBuf,
     image: PathBuf,
-    mnt: PathBuf,
+    pub(crate) mnt: PathBuf,
     mounted: bool,
 }
 
@@ -58,7 +58,7 @@ impl LoopMount {
 
     /// A fresh `fs_type` filesystem of `bytes` (sparse), made with `mkfs` and
     /// loop-mounted; `None` (after a skip) when the kernel cannot mount it.
-    fn create(name: &str, fs_type: &str, mkfs: &Path, bytes: u64) -> Option<LoopMount> {
+    pub(crate) fn create(name: &str, fs_type: &str, mkfs: &Path, bytes: u64) -> Option<LoopMount> {
         let mut m = LoopMount::new(name);
         fs::File::create(&m.image)
             .and_then(|f| f.set_len(bytes))
@@ -66,6 +66,7 @@ impl LoopMount {
         let mut cmd = Command::new(mkfs);
         match fs_type {
             "xfs" => cmd.args(["-q", "-f", "-m", "reflink=1"]),
+            "ext4" => cmd.args(["-q", "-F"]),
             _ => cmd.args(["-q", "-f"]),
         };
         support::run_ok(cmd.arg(&m.image));

@@ -19,9 +19,9 @@ pub struct Args {
     /// The image (`-` for standard input).
     #[arg(value_name = "IMAGE")]
     pub image: PathBuf,
-    /// The root the image is for: its crypttab, kernel command line and
-    /// module tree are read there (the block stack is always the running
-    /// machine's, under / and /usr).
+    /// The root the image is for, mounted: its crypttab, kernel command
+    /// line and module tree are read there, and the block stack is the one
+    /// under the filesystem holding DIR (and DIR/usr when that is a mount).
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// The kernel command line the image boots with (default: the root's
@@ -89,13 +89,20 @@ pub(super) fn report_for(
         cmdline: &cmdline,
         crypttab: crypttab.as_deref(),
         root: root_dir,
-        // The running kernel's algorithms only say something of its own root.
-        crypto: &if root_dir == Path::new("/") {
+        // The running kernel's algorithms say what this kernel, on this
+        // CPU, serves: for its own root, or an image of the same kernel.
+        crypto: &if root_dir == Path::new("/") || running_release().as_deref() == Some(kver) {
             boot_check::running_crypto()
         } else {
             Vec::new()
         },
     }))
+}
+
+/// The running kernel's release (`uname -r`).
+fn running_release() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    Some(text.trim().to_string())
 }
 
 pub fn exec(a: Args) -> Result<()> {

@@ -22,8 +22,11 @@ const MAX_CRYPTTAB: usize = 1 << 20;
 /// The mount points whose stacks an image brings up.
 pub(super) const MOUNTS: [&str; 2] = ["/", "/usr"];
 
-/// The running machine's stack under [`MOUNTS`], with the crypttab of the
-/// root the build reads; read once per process and root.
+/// The running machine's stack under [`MOUNTS`] of `root`, with the crypttab
+/// of that root; read once per process and root. For a root that is not
+/// `/`, the filesystem holding it (a mounted target, or the running root
+/// for a directory in it) and its own `usr` mount stand for `/` and `/usr`,
+/// named so.
 pub(crate) fn running(root: &Path) -> std::result::Result<Stack, String> {
     type Memo = Option<(PathBuf, std::result::Result<Stack, String>)>;
     static READ: Mutex<Memo> = Mutex::new(None);
@@ -46,7 +49,27 @@ pub(crate) fn running(root: &Path) -> std::result::Result<Stack, String> {
         mountinfo: &mountinfo,
         crypttab: &crypttab,
     };
-    let stack = crate::stack::read(&sources, &MOUNTS).map_err(|e| e.to_string());
+    let stack = if root == Path::new("/") {
+        crate::stack::read(&sources, &MOUNTS)
+    } else {
+        let dir = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        let dir = dir.to_string_lossy();
+        let top = crate::stack::mount_holding(&mountinfo, &dir).unwrap_or_else(|| "/".into());
+        let usr = format!("{}/usr", dir.trim_end_matches('/'));
+        crate::stack::read(&sources, &[&top, &usr]).map(|mut s| {
+            for l in &mut s.layers {
+                if let Layer::Filesystem(f) = &mut l.kind {
+                    if f.mountpoint == top {
+                        f.mountpoint = MOUNTS[0].into();
+                    } else if f.mountpoint == usr {
+                        f.mountpoint = MOUNTS[1].into();
+                    }
+                }
+            }
+            s
+        })
+    }
+    .map_err(|e| e.to_string());
     *memo = Some((root.to_path_buf(), stack.clone()));
     stack
 }

@@ -82,6 +82,6 @@ pub use model::{
 pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;
 pub use sysfs::{
-    mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH, MAX_ENTRIES,
-    MAX_NODES,
+    mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH,
+    MAX_ENTRIES, MAX_NODES,
 };

@@ -105,6 +105,30 @@ pub fn mount_of(mountinfo: &str, mountpoint: &str) -> Option<Mount> {
     })
 }
 
+/// The mount point of the filesystem that holds `path` (absolute, with no
+/// `.`, `..` or symlinks): the longest mount point that is `path` or a
+/// directory above it.
+pub fn mount_holding(mountinfo: &str, path: &str) -> Option<String> {
+    let mut best: Option<String> = None;
+    for l in mountinfo.lines() {
+        let Some((left, _)) = l.split_once(" - ") else {
+            continue;
+        };
+        let Some(mp) = left.split_whitespace().nth(4).map(unescape_octal) else {
+            continue;
+        };
+        let holds = mp == "/"
+            || path == mp
+            || path
+                .strip_prefix(mp.as_str())
+                .is_some_and(|rest| rest.starts_with('/'));
+        if holds && best.as_ref().is_none_or(|b| mp.len() > b.len()) {
+            best = Some(mp);
+        }
+    }
+    best
+}
+
 /// udev's `\xHH` escapes in disk/by-label names.
 fn unescape_hex(s: &str) -> String {
     unescape(s, b"\\x", 2, 16)

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::config::{crypttab, lvm_conf, mdadm_conf};
 use super::model::{CryptKind, Kind, LayerId, LvKind, Stack};
 use super::needs::needs;
-use super::sysfs::{mount_of, read, split_lvm_name, Mount, Sources, StackError};
+use super::sysfs::{mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError};
 
 /// A sysfs tree (and a /dev) in a temporary directory.
 pub(crate) struct Fake {
@@ -682,6 +682,16 @@ fn mounts_and_names() {
     );
     assert_eq!(mount_of(m, "/my data").unwrap().device, "8:3");
     assert_eq!(mount_of(m, "/usr"), None);
+    // The filesystem holding a directory: the longest mount point above it.
+    assert_eq!(mount_holding(m, "/").as_deref(), Some("/"));
+    assert_eq!(mount_holding(m, "/my data").as_deref(), Some("/my data"));
+    assert_eq!(
+        mount_holding(m, "/my data/target").as_deref(),
+        Some("/my data")
+    );
+    assert_eq!(mount_holding(m, "/my datas").as_deref(), Some("/"));
+    assert_eq!(mount_holding(m, "/srv/chroot").as_deref(), Some("/"));
+    assert_eq!(mount_holding("", "/srv"), None);
     assert_eq!(
         split_lvm_name("vg--sys-root"),
         ("vg-sys".into(), "root".into())
