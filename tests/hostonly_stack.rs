@@ -10,7 +10,8 @@
 //! composer (on a third disk): the hostonly image for Debian's kernel (the module tree
 //! on a second disk), asks `composer why` and `composer inspect`, and writes all of it
 //! as a tar to a third disk the test reads. The test then checks what the image holds
-//! and boots it on the same disks.
+//! and boots it on the same disks. The storage matrix's disks are attached after those
+//! four, and the same guest checks the matrix's images against them (`check_matrix`).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -56,6 +57,8 @@ fn guest_build(kver: &str) -> String {
         .map(|v| format!("{}:{}", v.name, v.exclude))
         .collect();
     let variants = variants.join(" ");
+    // The storage matrix's disks follow the guest's four (vda..vdd).
+    let matrix = crate::check_matrix::guest_script("$k", b'e');
     format!(
         r#"b=/usr/bin/busybox
 export PATH=/usr/sbin:/usr/bin HOME=/tmp
@@ -98,7 +101,10 @@ for v in {variants}; do
     [ "$name" != {NO_KEY_FILE} ] || $b cp /tmp/crypttab.orig /tmp/tree/etc/crypttab
 done
 set +f
-$b cat /proc/self/mountinfo >/out/mountinfo
+/tmp/composer check-boot $k --any-cpu --json /out/variants/{NO_XTS}.img \
+    >/out/variants/{NO_XTS}-any-cpu.json 2>>/out/variants.log
+echo $? >/out/variants/{NO_XTS}-any-cpu.rc
+{matrix}$b cat /proc/self/mountinfo >/out/mountinfo
 (cd /out && $b tar -cf /dev/vdd .)
 $b sync
 echo "HOSTONLY-GUEST: built, rc $($b cat /out/build.rc)"
@@ -120,6 +126,8 @@ struct Variant {
 const NO_KEY_FILE: &str = "no-key-file";
 /// The variant without the xts template module.
 const NO_XTS: &str = "no-xts";
+/// That variant checked with `--any-cpu` and booted on a CPU without AES-NI.
+const NO_XTS_NO_AES: &str = "no-xts, no AES-NI";
 
 const VARIANTS: [Variant; 10] = [
     Variant {
@@ -306,13 +314,17 @@ fn modules(inspect: &str) -> BTreeSet<String> {
 
 #[test]
 fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
-    let Some((_, kernel, _)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
         return;
     };
     if !support::require_root() {
         return;
     }
     let Some(dir) = make_disks(&kernel) else {
+        return;
+    };
+    // The storage matrix's disks, checked in the same guest (`check_matrix`).
+    let Some(matrix_disks) = crate::boot_storage::disks(&kernel, &busybox) else {
         return;
     };
     let token = fs::read_to_string(dir.join("token")).unwrap();
@@ -323,13 +335,21 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
     fs::create_dir_all(&tools).unwrap();
     fs::copy(env!("CARGO_BIN_EXE_composer"), tools.join("composer")).unwrap();
     fs::write(tools.join("build.sh"), guest_build(&kernel.version)).unwrap();
+    let matrix_images = crate::check_matrix::images(&kernel, &matrix_disks, &scratch);
+    let matrix = tools.join("matrix");
+    fs::create_dir_all(&matrix).unwrap();
+    for (name, img) in &matrix_images {
+        fs::copy(img, matrix.join(format!("{name}.img"))).unwrap();
+    }
+    fs::copy(matrix_disks.keyfile(), matrix.join("keyfile")).unwrap();
+    crate::check_matrix::module_tree(&kernel, &scratch, &matrix.join("kroot"));
     support::run_ok(
         Command::new("tar")
             .arg("-cf")
             .arg(&out)
             .arg("-C")
             .arg(&tools)
-            .args(["composer", "build.sh"]),
+            .args(["composer", "build.sh", "matrix"]),
     );
     fs::OpenOptions::new()
         .write(true)
@@ -341,6 +361,8 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
     args.extend(drive(&dir.join("raid-b.img"), true));
     args.extend(drive(&dir.join("kmod.img"), true));
     args.extend(drive(&out, false));
+    let mut build_args = args.clone();
+    build_args.extend(crate::check_matrix::all_disks(&matrix_disks));
     let stack = format!("root=/dev/cmphost/root rd.luks.uuid={LUKS_UUID} rd.timeout=120");
     let answers = vec![(
         "Enter passphrase for".to_string(),
@@ -353,8 +375,12 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
         &generic,
         &BootOptions {
             memory_mib: 2048,
-            extra_append: format!("{stack} composer.phase=build"),
-            extra_args: args.clone(),
+            // Only the guest's own stack comes up in its initrd; its build script
+            // brings up the matrix's.
+            extra_append: format!(
+                "{stack} rd.md.uuid={MD_UUID} rd.lvm.vg=cmphost composer.phase=build"
+            ),
+            extra_args: build_args,
             timeout: Duration::from_secs(900),
             answers: answers.clone(),
             ..BootOptions::default()
@@ -532,6 +558,7 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
     );
 
     agreement(&kernel, &got, &args[..6], &token, &answers);
+    crate::check_matrix::agree(&kernel, &matrix_disks, &got, &matrix_images);
 }
 
 /// The agreement test: every variant image is both checked (in the guest, on its own
@@ -584,15 +611,40 @@ fn agreement(
         );
         checked.push((v.name, doc["bootable"] == true, failing));
     }
+    // Without AES-NI the kernel needs the xts template: `--any-cpu` checks for such a
+    // CPU, and the image without xts must then fail the LUKS layer, naming xts.
+    let json = read("variants/no-xts-any-cpu.json");
+    let doc: serde_json::Value = serde_json::from_str(&json)
+        .unwrap_or_else(|e| panic!("no-xts --any-cpu: check-boot --json: {e}: {json}"));
+    let failing: Vec<String> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["missing"].as_array().unwrap().is_empty())
+        .map(|c| c["layer"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        failing.len() == 1 && failing[0].starts_with("LUKS") && json.contains("(crypto-xts)"),
+        "no-xts --any-cpu should fail the LUKS layer naming xts: {json}"
+    );
+    assert_eq!(read("variants/no-xts-any-cpu.rc").trim(), "1");
+    checked.push((NO_XTS_NO_AES, false, failing));
     // Each variant booted, two at a time; a failing one stops at the emergency shell.
     let append = format!("root=/dev/cmphost/root rd.luks.uuid={LUKS_UUID} rd.timeout=20");
+    // The images booted, in `checked`'s order: each variant on TCG's `max` CPU (with
+    // AES-NI), and the one without xts again on a CPU without AES-NI.
+    let boots: Vec<(&str, &str, &str)> = VARIANTS
+        .iter()
+        .map(|v| (v.name, v.name, "max"))
+        .chain([(NO_XTS_NO_AES, NO_XTS, "max,-aes")])
+        .collect();
     let booted: Vec<(bool, Option<&str>, f64)> = std::thread::scope(|s| {
-        let handles: Vec<_> = VARIANTS
+        let handles: Vec<_> = boots
             .iter()
-            .map(|v| {
-                let image = got.join(format!("variants/{}.img", v.name));
+            .map(|&(name, file, cpu)| {
+                let image = got.join(format!("variants/{file}.img"));
                 // A key file's configuration has no one to type: a prompt ends it.
-                let unattended = v.name == NO_KEY_FILE;
+                let unattended = name == NO_KEY_FILE;
                 let opts = BootOptions {
                     memory_mib: 1024,
                     extra_append: append.clone(),
@@ -613,6 +665,7 @@ fn agreement(
                         }
                         .to_string(),
                     ),
+                    cpu: cpu.to_string(),
                     ..BootOptions::default()
                 };
                 s.spawn(move || {
@@ -624,7 +677,7 @@ fn agreement(
                     if !ok {
                         let tail: Vec<&str> = r.console.lines().rev().take(15).collect();
                         let tail: Vec<&str> = tail.into_iter().rev().collect();
-                        eprintln!("--- {} boot ---\n{}", v.name, tail.join("\n"));
+                        eprintln!("--- {name} boot ---\n{}", tail.join("\n"));
                     }
                     (ok, stop, r.elapsed.as_secs_f64())
                 })

@@ -20,6 +20,7 @@ mod boot_storage;
 mod boot_tpm2;
 mod boot_usr;
 mod check_boot;
+mod check_matrix;
 mod cli;
 mod deb_package;
 mod elf_boot;

@@ -122,6 +122,7 @@ fn check_image(
         &target.kver,
         target.kmoddir.as_deref(),
         cmdline,
+        false,
     );
     match report {
         Ok(r) if r.bootable() => {

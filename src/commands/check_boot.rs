@@ -36,6 +36,11 @@ pub struct Args {
     /// lib/modules/VERSION (the reference for what each layer needs).
     #[arg(long, value_name = "DIR")]
     pub kmoddir: Option<PathBuf>,
+    /// Count on no cipher instructions of this CPU (AES-NI): check the LUKS
+    /// layers as for a machine whose kernel needs the cipher's templates
+    /// (`xts`, `cbc`, ...), as an image moved to other hardware may.
+    #[arg(long)]
+    pub any_cpu: bool,
     /// Print JSON: `{image, kver, bootable, checks: [{layer, depth, found,
     /// missing, fix}], notes}`.
     #[arg(long)]
@@ -59,13 +64,15 @@ fn image_text(image: &composer::image::Image, path: &str) -> Option<String> {
 }
 
 /// The check of `image` for kernel `kver` against the running stack, with
-/// the root's module tree (or `kmoddir`) and command line (or `cmdline`).
+/// the root's module tree (or `kmoddir`) and command line (or `cmdline`);
+/// `any_cpu` leaves this CPU's accelerated ciphers out of it.
 pub(super) fn report_for(
     image: &composer::image::Image,
     root_dir: &Path,
     kver: &str,
     kmoddir: Option<&Path>,
     cmdline_text: Option<&str>,
+    any_cpu: bool,
 ) -> Result<boot_check::Report> {
     let root = Root::new(root_dir);
     let scans = composer::cache::cache_dir().join("kmod-scan");
@@ -91,7 +98,9 @@ pub(super) fn report_for(
         root: root_dir,
         // The running kernel's algorithms say what this kernel, on this
         // CPU, serves: for its own root, or an image of the same kernel.
-        crypto: &if root_dir == Path::new("/") || running_release().as_deref() == Some(kver) {
+        crypto: &if !any_cpu
+            && (root_dir == Path::new("/") || running_release().as_deref() == Some(kver))
+        {
             boot_check::running_crypto()
         } else {
             Vec::new()
@@ -140,6 +149,7 @@ pub fn exec(a: Args) -> Result<()> {
         &kver,
         a.kmoddir.as_deref(),
         a.kernel_cmdline.as_deref(),
+        a.any_cpu,
     )?;
     let text = if a.json {
         let mut doc = serde_json::to_value(&report).unwrap_or_default();

@@ -583,6 +583,9 @@ impl<'a> Reader<'a> {
         let mut devices = Vec::new();
         if m.fstype == "btrfs" {
             if let Some((fsid, devs)) = self.btrfs(&m.source) {
+                // The label of a btrfs over several devices: udev's by-label link
+                // names one of them only.
+                fs.label = self.attr(&self.root.join("fs/btrfs").join(&fsid), "label");
                 fs.uuid = Some(fsid);
                 devices = devs;
             }

@@ -528,11 +528,16 @@ fn btrfs_over_two_devices_and_a_vg_over_two_pvs() {
     std::os::unix::fs::symlink(&vda, devs.join("vda")).unwrap();
     std::os::unix::fs::symlink(&vdb, devs.join("vdb")).unwrap();
     std::fs::create_dir_all(f.sys().join("fs/btrfs/features")).unwrap();
+    std::fs::write(
+        f.sys().join("fs/btrfs").join(fsid).join("label"),
+        "cmp-raid1\n",
+    )
+    .unwrap();
     let s = f.read(&root_on("0:34", "btrfs", "/dev/vda"), "");
     assert_eq!(
         tree(&s),
         format!(
-            "fs btrfs / uuid=Some(\"{fsid}\") label=None [0:34]\n\
+            "fs btrfs / uuid=Some(\"{fsid}\") label=Some(\"cmp-raid1\") [0:34]\n\
              \x20 disk vda (2 devices) [254:0]\n\
              \x20 disk vdb (2 devices) [254:16]\n"
         )

@@ -636,20 +636,25 @@ pub fn require_boot_env() -> Option<(PathBuf, DebianKernel, PathBuf)> {
 
 /// How a boot that did not reach its root ended, as its console shows it: composer's
 /// shell init naming what it looked for and then giving up (`panic=`) or starting
-/// the emergency shell, the kernel finding no init to run, or an unlock prompt shown
-/// more often than the test answered it (`answered`). None when the console shows
+/// the emergency shell, the systemd init's emergency mode, the kernel finding no init
+/// to run, or an unlock prompt (either init's) shown more often than the test
+/// answered it (`answered`). None when the console shows
 /// none of these (a hang, a crash, qemu not starting): no test may count that as the
 /// failure it expects.
 pub fn initrd_stop(console: &str, answered: usize) -> Option<&'static str> {
     if console.contains("composer-init: panic=") && console.contains("giving up")
         || console.contains("composer-init: starting an emergency shell")
+        || console.contains("composer: emergency mode")
     {
         Some("the initrd gave up")
     } else if console.contains("No working init found")
         || console.contains("Unable to mount root fs")
     {
         Some("no init to run")
-    } else if console.matches("Enter passphrase for").count() > answered {
+    } else if console.matches("Enter passphrase for").count()
+        + console.matches("Please enter passphrase").count()
+        > answered
+    {
         Some("an unanswered unlock prompt")
     } else {
         None
@@ -681,6 +686,8 @@ pub struct BootOptions {
     /// Boot from UEFI firmware instead of `-kernel`: the image given is then an
     /// ESP disk image the firmware starts `\EFI\BOOT\BOOTX64.EFI` from.
     pub uefi: Option<Uefi>,
+    /// qemu's `-cpu` (default `max`, which has AES-NI; `max,-aes` has not).
+    pub cpu: String,
 }
 
 /// OVMF for a UEFI boot (Debian's ovmf package).
@@ -705,6 +712,7 @@ impl Default for BootOptions {
             answers: Vec::new(),
             stop_when: None,
             uefi: None,
+            cpu: "max".into(),
         }
     }
 }
@@ -790,7 +798,7 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
         append.push_str(&opts.extra_append);
     }
     let mut cmd = Command::new(qemu);
-    cmd.args(["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m"])
+    cmd.args(["-accel", "tcg", "-cpu", &opts.cpu, "-smp", "1", "-m"])
         .arg(opts.memory_mib.to_string());
     match &opts.uefi {
         None => {
