@@ -406,13 +406,7 @@ fn check_boot_reads_the_stack_of_a_mounted_target() {
         );
         let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
-        let failing: Vec<String> = doc["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| !c["missing"].as_array().unwrap().is_empty())
-            .map(|c| c["layer"].as_str().unwrap_or("").to_string())
-            .collect();
+        let failing = support::failing_layers(&doc);
         (o.status.code(), doc, failing)
     };
     let here = format!("root={source}");

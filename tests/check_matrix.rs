@@ -575,19 +575,11 @@ pub(crate) fn agree(
         if !p.is_empty() {
             problems.push(format!("{}: {}", r.name, p.join(", ")));
         }
-        let verdict = if *bootable {
-            "bootable".to_string()
-        } else {
-            format!("not: {}", failing.join("; "))
-        };
-        let boot = match (ok, stop) {
-            (true, _) => format!("reached the root ({secs:.0} s)"),
-            (false, Some(why)) => format!("did not: {why} ({secs:.0} s)"),
-            (false, None) => {
-                unexplained.push(r.name.as_str());
-                format!("did not, and the console does not say why ({secs:.0} s)")
-            }
-        };
+        let (verdict, boot, explained) =
+            support::agreement_cells(*bootable, failing, *ok, *stop, *secs);
+        if !explained {
+            unexplained.push(r.name.as_str());
+        }
         let agrees = bootable == ok;
         table.push_str(&format!(
             "| {} | {} | {verdict} | {boot} | {} |\n",

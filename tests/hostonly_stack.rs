@@ -579,13 +579,7 @@ fn agreement(
         let rc = read(&format!("variants/{}.rc", v.name));
         let doc: serde_json::Value = serde_json::from_str(&json)
             .unwrap_or_else(|e| panic!("{}: check-boot --json: {e}: {json}", v.name));
-        let failing: Vec<String> = doc["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| !c["missing"].as_array().unwrap().is_empty())
-            .map(|c| c["layer"].as_str().unwrap_or("").to_string())
-            .collect();
+        let failing = support::failing_layers(&doc);
         // Without the xts template, a kernel that serves xts(aes) whole from a module
         // the image holds (aesni_intel on a CPU with AES-NI, as TCG's `-cpu max` is)
         // still opens the volume, and the check must say that instead.
@@ -616,13 +610,7 @@ fn agreement(
     let json = read("variants/no-xts-any-cpu.json");
     let doc: serde_json::Value = serde_json::from_str(&json)
         .unwrap_or_else(|e| panic!("no-xts --any-cpu: check-boot --json: {e}: {json}"));
-    let failing: Vec<String> = doc["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| !c["missing"].as_array().unwrap().is_empty())
-        .map(|c| c["layer"].as_str().unwrap_or("").to_string())
-        .collect();
+    let failing = support::failing_layers(&doc);
     assert!(
         failing.len() == 1 && failing[0].starts_with("LUKS") && json.contains("(crypto-xts)"),
         "no-xts --any-cpu should fail the LUKS layer naming xts: {json}"
@@ -689,19 +677,11 @@ fn agreement(
     let mut disagree = Vec::new();
     let mut unexplained = Vec::new();
     for ((name, bootable, failing), (ok, stop, secs)) in checked.iter().zip(&booted) {
-        let verdict = if *bootable {
-            "bootable".to_string()
-        } else {
-            format!("not: {}", failing.join("; "))
-        };
-        let boot = match (ok, stop) {
-            (true, _) => format!("reached the root ({secs:.0} s)"),
-            (false, Some(why)) => format!("did not: {why} ({secs:.0} s)"),
-            (false, None) => {
-                unexplained.push(*name);
-                format!("did not, and the console does not say why ({secs:.0} s)")
-            }
-        };
+        let (verdict, boot, explained) =
+            support::agreement_cells(*bootable, failing, *ok, *stop, *secs);
+        if !explained {
+            unexplained.push(*name);
+        }
         table.push_str(&format!(
             "| {name} | {verdict} | {boot} | {} |\n",
             if bootable == ok { "yes" } else { "NO" }

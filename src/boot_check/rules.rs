@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use crate::stack::{CrypttabEntry, DeviceSpec, Kind, LayerId, Stack};
+use crate::stack::{CryptKind, CrypttabEntry, DeviceSpec, Kind, LayerId, Stack};
 
 /// The storage options of one command line.
 #[derive(Debug, Default)]
@@ -109,6 +109,11 @@ impl Rules {
             Kind::Crypt(c) => {
                 if self.luks_off {
                     return Some("the command line turns LUKS off (rd.luks=0)".into());
+                }
+                // rd.luks.uuid= and the crypttab rule name LUKS headers by UUID;
+                // a plain or other dm-crypt device has none.
+                if !matches!(c.kind, CryptKind::Luks1 | CryptKind::Luks2) {
+                    return None;
                 }
                 let uuid = c.luks_uuid.as_deref().map(luks_uuid).unwrap_or_default();
                 if !self.luks_uuids.is_empty() {
@@ -272,6 +277,19 @@ mod tests {
             .rules_out(&stack(), 4, &[])
             .unwrap();
         assert!(why.contains("failme"), "{why}");
+    }
+
+    #[test]
+    fn a_plain_dm_crypt_device_is_not_a_luks_uuid_s_business() {
+        let mut s = stack();
+        if let Kind::Crypt(c) = &mut s.layers[4].kind {
+            c.kind = CryptKind::Plain;
+            c.luks_uuid = None;
+        }
+        let (other, _) = crate::stack::parse_crypttab("other UUID=1234 none luks\n");
+        assert_eq!(Rules::of("rd.luks.uuid=1234").rules_out(&s, 4, &[]), None);
+        assert_eq!(Rules::of("").rules_out(&s, 4, &other), None);
+        assert!(Rules::of("rd.luks=0").rules_out(&s, 4, &[]).is_some());
     }
 
     #[test]

@@ -661,6 +661,46 @@ pub fn initrd_stop(console: &str, answered: usize) -> Option<&'static str> {
     }
 }
 
+/// The layers a `composer check-boot --json` document fails.
+pub fn failing_layers(doc: &serde_json::Value) -> Vec<String> {
+    doc["checks"]
+        .as_array()
+        .map(|checks| {
+            checks
+                .iter()
+                .filter(|c| c["missing"].as_array().is_some_and(|m| !m.is_empty()))
+                .map(|c| c["layer"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One row of an agreement table (check-boot's verdict against a boot): the verdict's
+/// cell, the boot's cell, and whether a boot that did not reach the root showed where
+/// it stopped ([`initrd_stop`]).
+pub fn agreement_cells(
+    bootable: bool,
+    failing: &[String],
+    reached: bool,
+    stop: Option<&str>,
+    secs: f64,
+) -> (String, String, bool) {
+    let verdict = if bootable {
+        "bootable".to_string()
+    } else {
+        format!("not: {}", failing.join("; "))
+    };
+    match (reached, stop) {
+        (true, _) => (verdict, format!("reached the root ({secs:.0} s)"), true),
+        (false, Some(why)) => (verdict, format!("did not: {why} ({secs:.0} s)"), true),
+        (false, None) => (
+            verdict,
+            format!("did not, and the console does not say why ({secs:.0} s)"),
+            false,
+        ),
+    }
+}
+
 /// Options for [`qemu_boot_with`].
 #[derive(Clone, Debug)]
 pub struct BootOptions {
