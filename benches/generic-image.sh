@@ -84,57 +84,13 @@ work="$(cd "$work" && pwd)"
 build_composer
 module_tree
 [ -f "$kernel_root/boot/config-$kver" ] || die "no boot/config-$kver in $kernel_root"
-# A package's tree has no modules.dep (its postinst runs depmod); dracut and
-# mkinitramfs need one: a copy of the tree with depmod's files, which every tool reads.
-need depmod kmod
-kdir="$work/tree/lib/modules/$kver"
-if [ ! -f "$kdir/modules.dep" ]; then
-    echo "== depmod of a copy of $tree" >&2
-    rm -rf "$work/tree"
-    mkdir -p "$work/tree/lib/modules"
-    cp -a "$kernel_root/$tree" "$kdir"
-    depmod -b "$work/tree" "$kver"
-fi
-
-# The peers' view: the kernel tree and its config where mkinitramfs looks; with
-# NO_COMPRESSOR=1, zstd is cat.
-mkdir -p "$work/ns"
-# mkinitramfs runs `zstd -q -9 -T0 -c FILE`: drop the options, cat the file.
-cat >"$work/ns/zstd-is-cat" <<'EOF2'
-#!/bin/sh
-for a; do
-    shift
-    case "$a" in -*) ;; *) set -- "$@" "$a" ;; esac
-done
-exec cat "$@"
-EOF2
-chmod +x "$work/ns/zstd-is-cat"
-zstd_path="$(command -v zstd)"
-cat >"$work/ns/run" <<EOF
-#!/bin/sh
-# Runs "\$@" with $kernel_root's lib/modules and boot/config-$kver in place.
-set -e
-mkdir -p /lib/modules /boot
-exec unshare --mount --propagation private sh -c '
-    mount -t tmpfs tmpfs /lib/modules
-    mkdir /lib/modules/$kver
-    mount --bind "$kdir" /lib/modules/$kver
-    mount -t tmpfs tmpfs /boot
-    cp "$kernel_root/boot/config-$kver" /boot/
-    [ -z "\${NO_COMPRESSOR:-}" ] || mount --bind "$work/ns/zstd-is-cat" "$zstd_path"
-    exec "\$@"' sh "\$@"
-EOF
-chmod +x "$work/ns/run"
-created_lib_modules=
-[ -e /lib/modules ] || created_lib_modules=1
-cleanup() { [ -z "$created_lib_modules" ] || rmdir /lib/modules 2>/dev/null || true; }
-trap cleanup EXIT
+depmod_copy
+peer_namespace
+trap peer_cleanup EXIT
 
 # mkinitramfs's configuration: Debian's, with MODULES=most and the compressor given.
 if [ "$peers" = 1 ]; then
-    mkdir -p "$work/mkinitramfs"
-    cp -a /etc/initramfs-tools/. "$work/mkinitramfs/"
-    sed -i 's/^MODULES=.*/MODULES=most/; s/^COMPRESS=.*/COMPRESS=zstd/' "$work/mkinitramfs/initramfs.conf"
+    mkinitramfs_conf "$work/mkinitramfs" most zstd
 fi
 
 cat >"$work/uncompressed.toml" <<'EOF'

@@ -89,3 +89,67 @@ cold_cache() {
     drop_tail=" && echo 3 > /proc/sys/vm/drop_caches"
     drop="sh -c 'sync$drop_tail'"
 }
+
+# A package's tree has no modules.dep (its postinst runs depmod); dracut and
+# mkinitramfs need one: a copy of `tree` with depmod's files under WORK/tree, which
+# every tool then reads. Sets `kdir` (the copy's lib/modules/<kver>).
+depmod_copy() {
+    need depmod kmod
+    kdir="$work/tree/lib/modules/$kver"
+    if [ ! -f "$kdir/modules.dep" ]; then
+        echo "== depmod of a copy of $tree" >&2
+        rm -rf "$work/tree"
+        mkdir -p "$work/tree/lib/modules"
+        cp -a "$kernel_root/$tree" "$kdir"
+        depmod -b "$work/tree" "$kver"
+    fi
+}
+
+# The peers' view of the kernel: WORK/ns/run runs "$@" in a private mount namespace
+# where `kdir` is /lib/modules/<kver> and the package's config is /boot/config-<kver>
+# (mkinitramfs knows only those paths; nothing on the machine changes). With
+# NO_COMPRESSOR=1 in its environment, zstd is cat there (initramfs-tools 0.142 has no
+# uncompressed mode). Call peer_cleanup on exit.
+peer_namespace() {
+    need unshare util-linux
+    [ -f "$kernel_root/boot/config-$kver" ] || die "no boot/config-$kver in $kernel_root"
+    mkdir -p "$work/ns"
+    # mkinitramfs runs `zstd -q -9 -T0 -c FILE`: drop the options, cat the file.
+    cat >"$work/ns/zstd-is-cat" <<'EOF2'
+#!/bin/sh
+for a; do
+    shift
+    case "$a" in -*) ;; *) set -- "$@" "$a" ;; esac
+done
+exec cat "$@"
+EOF2
+    chmod +x "$work/ns/zstd-is-cat"
+    local zstd_path
+    zstd_path="$(command -v zstd)" || die "zstd not found"
+    cat >"$work/ns/run" <<EOF2
+#!/bin/sh
+# Runs "\$@" with $kernel_root's lib/modules and boot/config-$kver in place.
+set -e
+mkdir -p /lib/modules /boot
+exec unshare --mount --propagation private sh -c '
+    mount -t tmpfs tmpfs /lib/modules
+    mkdir /lib/modules/$kver
+    mount --bind "$kdir" /lib/modules/$kver
+    mount -t tmpfs tmpfs /boot
+    cp "$kernel_root/boot/config-$kver" /boot/
+    [ -z "\${NO_COMPRESSOR:-}" ] || mount --bind "$work/ns/zstd-is-cat" "$zstd_path"
+    exec "\$@"' sh "\$@"
+EOF2
+    chmod +x "$work/ns/run"
+    created_lib_modules=
+    [ -e /lib/modules ] || created_lib_modules=1
+}
+peer_cleanup() { [ -z "${created_lib_modules:-}" ] || rmdir /lib/modules 2>/dev/null || true; }
+
+# mkinitramfs's configuration in DIR: Debian's, with MODULES= and COMPRESS= given.
+# Usage: mkinitramfs_conf DIR MODULES COMPRESS
+mkinitramfs_conf() {
+    mkdir -p "$1"
+    cp -a /etc/initramfs-tools/. "$1/"
+    sed -i "s/^MODULES=.*/MODULES=$2/; s/^COMPRESS=.*/COMPRESS=$3/" "$1/initramfs.conf"
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Boot time: how long each initrd takes to reach the root, booted in QEMU with Debian's
+# kernel, against dracut's and initramfs-tools' images for the same kernel and root, in
+# one run. The root is one ext4 filesystem on virtio-blk, named by root=UUID=; its
+# /sbin/init (a static busybox script) prints /proc/uptime first thing, then the
+# kernel's timestamps from dmesg, and powers off.
+#
+# Usage: benches/boot-time.sh [--boots N] [--images LIST] [--work DIR] [--kernel-root DIR]
+#                             [--smp N] [--compressions]
+#
+#   --boots N          boots of each image (default 5); the boots of the images take
+#                      turns, so that a slow spell of the machine hits all of them
+#   --images LIST      comma-separated subset of: composer-shell, composer-systemd,
+#                      dracut, mkinitramfs-most (default: all)
+#   --compressions     also the generic shell image with each compression (none, lz4,
+#                      zstd 1, zstd 3, zstd 19, gzip, xz): what the kernel pays to unpack it
+#   --work DIR         where images, root and logs go
+#                      (default: ${TMPDIR:-/tmp}/composer-boot-bench)
+#   --kernel-root DIR  a `dpkg -x` of a linux-image package (see benches/generic-image.sh)
+#   --smp N            guest CPUs (default 2)
+#   --extra NAME=IMG   also boot the image IMG, as NAME (repeatable): a build of
+#                      another commit, say, to compare a change in the same run
+#
+# Needs: root (the peers' mount namespace), cargo, qemu-system-x86_64, busybox-static,
+# mkfs.ext4 (e2fsprogs), zstd, and for the peers dracut (dracut-core) and mkinitramfs
+# (initramfs-tools). KVM when /dev/kvm can be opened, else TCG.
+#
+# The images (each tool's own default compression):
+#   composer-shell     composer build: include = ["generic"], init = "shell"
+#   composer-systemd   the same with init = "systemd" (this machine's systemd)
+#   dracut             dracut --no-hostonly --kver V --kmoddir DIR (with this machine's
+#                      systemd and udev, as Debian's dracut builds it)
+#   mkinitramfs-most   mkinitramfs with MODULES=most (Debian's default configuration)
+#
+# Every boot: -accel kvm|tcg -cpu host|max -smp N -m 2048, the kernel command line
+# "console=ttyS0 root=UUID=... ro quiet printk.time=1 panic=-1". From each boot:
+#   unpack     the kernel's "Trying to unpack rootfs image" to "Freeing initrd memory"
+#   /init      the kernel's "Run /init as init process" (after the unpack, the kernel's
+#              own initcalls)
+#   root       the root's init's /proc/uptime
+#   initrd     root - /init: the initrd's userspace, what the generator controls
+#
+# Output: WORK/boots.tsv (every boot) and WORK/report.md (medians, sizes, date,
+# machine) for book/src/benchmarks.md.
+
+set -euo pipefail
+
+boots=5
+images_wanted=composer-shell,composer-systemd,dracut,mkinitramfs-most
+work="${TMPDIR:-/tmp}/composer-boot-bench"
+kernel_root=
+smp=2
+compressions=
+extras=()
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --boots) boots="$2"; shift 2 ;;
+        --images) images_wanted="$2"; shift 2 ;;
+        --work) work="$2"; shift 2 ;;
+        --kernel-root) kernel_root="$2"; shift 2 ;;
+        --smp) smp="$2"; shift 2 ;;
+        --compressions) compressions=1; shift ;;
+        --extra) extras+=("$2"); shift 2 ;;
+        -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$repo/benches/lib.sh"
+
+wanted() { case ",$images_wanted," in *",$1,"*) return 0 ;; esac; return 1; }
+[ "$(id -u)" = 0 ] || die "run as root (the peers' mount namespace needs it)"
+need qemu-system-x86_64 "Debian package qemu-system-x86"
+need mkfs.ext4 e2fsprogs
+need zstd
+busybox=
+for b in /bin/busybox /usr/bin/busybox; do
+    [ -x "$b" ] && file -L "$b" 2>/dev/null | grep -q 'statically linked' && busybox=$b
+done
+[ -n "$busybox" ] || die "no static busybox (Debian package busybox-static)"
+if wanted dracut; then need dracut "Debian package dracut-core"; fi
+if wanted mkinitramfs-most; then need mkinitramfs "Debian package initramfs-tools"; fi
+
+mkdir -p "$work"
+work="$(cd "$work" && pwd)"
+build_composer
+module_tree
+depmod_copy
+peer_namespace
+trap peer_cleanup EXIT
+vmlinuz="$kernel_root/boot/vmlinuz-$kver"
+[ -f "$vmlinuz" ] || die "no boot/vmlinuz-$kver in $kernel_root"
+
+# The root: busybox and an init that reports and powers off.
+uuid=6c0f9d1e-5b7a-4c1f-9e0a-b00750000001
+echo "== the root filesystem" >&2
+rm -rf "$work/rootfs"
+mkdir -p "$work/rootfs"/{bin,sbin,etc,proc,sys,dev,run,tmp}
+cp "$busybox" "$work/rootfs/bin/busybox"
+cat >"$work/rootfs/sbin/init" <<'EOF'
+#!/bin/busybox sh
+# The time first: nothing of the root's own runs before it.
+read -r up _ </proc/uptime 2>/dev/null || {
+    /bin/busybox mount -t proc proc /proc
+    read -r up _ </proc/uptime
+}
+[ -e /dev/console ] || /bin/busybox mount -t devtmpfs devtmpfs /dev
+exec >/dev/console 2>&1
+echo "BOOTBENCH root $up"
+/bin/busybox dmesg | while read -r line; do
+    case "$line" in
+    *"Trying to unpack rootfs"* | *"Freeing initrd memory"* | *"Run /init as init process"*)
+        echo "BOOTBENCH dmesg $line" ;;
+    esac
+done
+echo "BOOTBENCH end"
+/bin/busybox sync
+/bin/busybox poweroff -f
+EOF
+chmod 755 "$work/rootfs/sbin/init"
+printf 'ID=bootbench\nNAME="boot benchmark root"\n' >"$work/rootfs/etc/os-release"
+rm -f "$work/root.img"
+mkfs.ext4 -q -F -U "$uuid" -L bootbench -d "$work/rootfs" "$work/root.img" 64M
+
+# The images.
+declare -a names
+echo "== the images" >&2
+composer_image() { # NAME INIT [COMPRESSION [LEVEL]]
+    local m="$work/$1.toml"
+    {
+        echo 'include = ["generic"]'
+        echo "init = \"$2\""
+        if [ -n "${3:-}" ]; then
+            printf '\n[[segment]]\nname = "main"\ncompression = "%s"\n' "$3"
+            [ -z "${4:-}" ] || echo "level = $4"
+        fi
+    } >"$m"
+    "$composer" build --kver "$kver" --kmoddir "$kdir" --no-sync "$m" -o "$work/$1.img" >/dev/null
+    names+=("$1")
+}
+if wanted composer-shell; then composer_image composer-shell shell; fi
+if wanted composer-systemd; then composer_image composer-systemd systemd; fi
+if wanted dracut; then
+    echo "-- dracut" >&2
+    "$work/ns/run" dracut -q --no-hostonly --force --kver "$kver" --kmoddir "$kdir" "$work/dracut.img" 2>"$work/dracut.log" ||
+        { cat "$work/dracut.log" >&2; die "dracut failed"; }
+    names+=(dracut)
+fi
+if wanted mkinitramfs-most; then
+    echo "-- mkinitramfs" >&2
+    mkinitramfs_conf "$work/mkinitramfs-most" most zstd
+    "$work/ns/run" mkinitramfs -d "$work/mkinitramfs-most" -o "$work/mkinitramfs-most.img" "$kver" 2>"$work/mkinitramfs.log" ||
+        { cat "$work/mkinitramfs.log" >&2; die "mkinitramfs failed"; }
+    names+=(mkinitramfs-most)
+fi
+if [ -n "$compressions" ]; then
+    composer_image shell-none shell none
+    composer_image shell-lz4 shell lz4
+    composer_image shell-zstd1 shell zstd 1
+    composer_image shell-zstd3 shell zstd 3
+    composer_image shell-zstd19 shell zstd 19
+    composer_image shell-gzip shell gzip
+    composer_image shell-xz shell xz
+fi
+for e in "${extras[@]}"; do
+    n=${e%%=*}
+    [ "$n" != "$e" ] && [ -n "$n" ] || die "--extra takes NAME=IMAGE, not $e"
+    [ -f "${e#*=}" ] || die "--extra $e: no such image"
+    cp "${e#*=}" "$work/$n.img"
+    names+=("$n")
+done
+[ "${#names[@]}" -gt 0 ] || die "no image chosen (--images, --extra)"
+
+# KVM when a paused guest starts with it (a /dev/kvm that cannot run one, as in some
+# nested setups, fails at once), else TCG.
+accel=(-accel tcg -cpu max)
+if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+    rc=0
+    timeout 5 qemu-system-x86_64 -accel kvm -cpu host -nodefaults -display none -monitor none -S \
+        >/dev/null 2>&1 </dev/null || rc=$?
+    [ "$rc" != 124 ] || accel=(-accel kvm -cpu host)
+fi
+append="console=ttyS0 root=UUID=$uuid ro quiet printk.time=1 panic=-1"
+
+# One boot: prints "unpack_start unpack_end run_init root" (seconds after boot).
+boot() { # IMAGE LOG
+    timeout 300 qemu-system-x86_64 "${accel[@]}" -smp "$smp" -m 2048 \
+        -nographic -no-reboot -nodefaults -serial stdio -monitor none \
+        -kernel "$vmlinuz" -initrd "$1" -append "$append" \
+        -drive "file=$work/root.img,format=raw,if=virtio,snapshot=on" </dev/null >"$2" 2>&1 || true
+    tr -d '\r' <"$2" | awk '
+        function ts(line) { sub(/^[^[]*\[ */, "", line); sub(/\].*/, "", line); return line }
+        /BOOTBENCH dmesg .*Trying to unpack rootfs/ { us = ts($0) }
+        /BOOTBENCH dmesg .*Freeing initrd memory/ { ue = ts($0) }
+        /BOOTBENCH dmesg .*Run \/init as init process/ { ri = ts($0) }
+        /BOOTBENCH root / { root = $0; sub(/.*BOOTBENCH root /, "", root); sub(/ .*/, "", root) }
+        /BOOTBENCH end/ { end = 1 }
+        END {
+            if (!end || root == "" || ri == "") exit 1
+            print (us == "" ? "-" : us), (ue == "" ? "-" : ue), ri, root
+        }'
+}
+
+echo "== $boots boots of ${#names[@]} images (${accel[*]}, -smp $smp)" >&2
+mkdir -p "$work/logs"
+printf 'image\tboot\tunpack_start\tunpack_end\trun_init\troot\n' >"$work/boots.tsv"
+for ((i = 1; i <= boots; i++)); do
+    for n in "${names[@]}"; do
+        log="$work/logs/$n-$i.log"
+        if ! r=$(boot "$work/$n.img" "$log"); then
+            tail -n 30 "$log" >&2
+            die "$n did not reach the root (boot $i; console in $log)"
+        fi
+        read -r us ue ri root <<<"$r"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$i" "$us" "$ue" "$ri" "$root" >>"$work/boots.tsv"
+        echo "-- $n boot $i: /init at $ri s, root at $root s" >&2
+    done
+done
+
+# Medians per image.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }'; }
+col() { # IMAGE AWK-EXPRESSION
+    awk -F '\t' -v img="$1" "NR > 1 && \$1 == img && \$3 != \"-\" && \$4 != \"-\" { print $2 }" "$work/boots.tsv" | median
+}
+{
+    echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), Linux $(uname -r); guests: qemu ${accel[*]} -smp $smp -m 2048, $(qemu-system-x86_64 --version | head -n 1)."
+    echo
+    echo "Kernel: $kver (Debian's package). Medians of $boots boots each, seconds after boot."
+    echo
+    echo "| Image | Size [MB] | Unpack [s] | /init [s] | Root's init [s] | Initrd userspace [s] |"
+    echo "|:---|---:|---:|---:|---:|---:|"
+    for n in "${names[@]}"; do
+        size=$(awk -v s="$(stat -c %s "$work/$n.img")" 'BEGIN { printf "%.1f", s / 1e6 }')
+        echo "| $n | $size | $(col "$n" '$4 - $3') | $(col "$n" '$5') | $(col "$n" '$6') | $(col "$n" '$6 - $5') |"
+    done
+} >"$work/report.md"
+cat "$work/report.md"
