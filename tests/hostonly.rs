@@ -172,6 +172,29 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
         got.contains(&fstype),
         "hostonly: no module for the root's {fstype}"
     );
+    // The init loads the root's modules first (`load = true` on the rootfs rule): the
+    // list names the filesystem's module and only modules of the image.
+    let load = support::run_ok(
+        support::composer()
+            .arg("cat")
+            .arg(&image)
+            .arg("etc/modules-load.d/composer.conf"),
+    );
+    let load: BTreeSet<String> = String::from_utf8_lossy(&load.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
+        .collect();
+    eprintln!("hostonly modules-load: {load:?}");
+    assert!(
+        load.contains(&fstype),
+        "hostonly: the load list does not name {fstype}: {load:?}"
+    );
+    let strangers: Vec<_> = load.difference(&got).collect();
+    assert!(
+        strangers.is_empty(),
+        "hostonly: the load list names modules the image lacks: {strangers:?}"
+    );
     // `composer why` gives each module's reason: the rule and the device or filesystem.
     let why = support::run_ok(
         support::composer()

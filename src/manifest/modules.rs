@@ -285,6 +285,8 @@ pub(super) fn add_all(
     })?;
 
     let mut load_list: Vec<String> = Vec::new();
+    // What rootfs rules with `load = true` ask the init to load.
+    let mut rootfs_load: Vec<String> = Vec::new();
     let mut sel = Selection::new(&tree);
     for (tag, r) in reqs.iter().enumerate() {
         let ex = |name: &str, relpath: &str| excluded(&r.exclude, name, relpath);
@@ -370,7 +372,23 @@ pub(super) fn add_all(
                 // Each layer: a disk's drivers by its devices' modaliases,
                 // the modules the layer itself needs by name.
                 for need in crate::stack::needs(&stack) {
+                    if r.load {
+                        // What the init loads first: the modules the layer
+                        // needs, found as modprobe finds them.
+                        for name in &need.modules {
+                            rootfs_load
+                                .extend(sel.tree.lookup(name).into_iter().map(|f| f.obj.name));
+                        }
+                    }
                     if let crate::stack::Kind::Disk(d) = &stack.layers[need.layer].kind {
+                        if r.load {
+                            // A disk's drivers, by its devices' modaliases.
+                            for b in &d.devices {
+                                rootfs_load.extend(
+                                    sel.tree.lookup(&b.modalias).into_iter().map(|f| f.obj.name),
+                                );
+                            }
+                        }
                         let devices = d
                             .devices
                             .iter()
@@ -415,6 +433,13 @@ pub(super) fn add_all(
             if !load_list.contains(q) {
                 load_list.push(q.clone());
             }
+        }
+    }
+    // Of those, the modules the image holds (not the blacklisted or excluded
+    // ones, nor those built into the kernel).
+    for q in rootfs_load {
+        if !load_list.contains(&q) && sel.modules.iter().any(|m| m.name == q) {
+            load_list.push(q);
         }
     }
     sel.add_weakdeps(&|_, _| false);
