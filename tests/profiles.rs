@@ -191,3 +191,134 @@ fn the_generic_profile_keeps_microcode_early_and_compressed_modules_uncompressed
         "{segs:#?}"
     );
 }
+
+/// The paths of an image, as `composer inspect` lists them (the last field).
+fn paths(image: &Path) -> Vec<String> {
+    let out = support::run_ok(support::composer().arg("inspect").arg(image));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
+/// `[systemd] exclude_units`, by name and by glob: the unit is not taken, whatever
+/// pulls it in (a `Wants=` or a `.wants/` link), and neither is the link; the others
+/// are. Without the list, all of them are (so the exclusion is what leaves them out).
+#[test]
+fn excluded_units_are_left_out_with_the_links_to_them() {
+    let dir = Scratch::new("profile-exclude-units");
+    let root = dir.join("root");
+    let sys = root.join("usr/lib/systemd/system");
+    fs::create_dir_all(sys.join("initrd.target.wants")).unwrap();
+    fs::write(
+        sys.join("initrd.target"),
+        "[Unit]\nWants=keep.service skip-me.service\n",
+    )
+    .unwrap();
+    for unit in [
+        "keep.service",
+        "skip-me.service",
+        "dev-hugepages.mount",
+        "dracut-cmdline.service",
+    ] {
+        fs::write(sys.join(unit), "[Unit]\nDescription=test\n").unwrap();
+    }
+    for unit in ["dev-hugepages.mount", "dracut-cmdline.service"] {
+        std::os::unix::fs::symlink(
+            format!("../{unit}"),
+            sys.join("initrd.target.wants").join(unit),
+        )
+        .unwrap();
+    }
+    let build = |exclude: &str| {
+        let m = dir.join("m.toml");
+        fs::write(
+            &m,
+            format!("[systemd]\nunits = [\"initrd.target\"]\n{exclude}"),
+        )
+        .unwrap();
+        let image = dir.join("initrd.img");
+        support::run_ok(
+            support::composer()
+                .arg("build")
+                .arg("--root")
+                .arg(&root)
+                .arg(&m)
+                .arg("-o")
+                .arg(&image),
+        );
+        paths(&image)
+    };
+    let unit = |p: &str| format!("usr/lib/systemd/system/{p}");
+    let all = build("");
+    for p in [
+        "initrd.target",
+        "keep.service",
+        "skip-me.service",
+        "dev-hugepages.mount",
+        "initrd.target.wants/dev-hugepages.mount",
+        "dracut-cmdline.service",
+        "initrd.target.wants/dracut-cmdline.service",
+    ] {
+        assert!(
+            all.contains(&unit(p)),
+            "without exclude_units, no {p}: {all:?}"
+        );
+    }
+    let some =
+        build("exclude_units = [\"skip-me.service\", \"dev-hugepages.mount\", \"dracut-*\"]\n");
+    for p in ["initrd.target", "keep.service"] {
+        assert!(some.contains(&unit(p)), "{p} was left out too: {some:?}");
+    }
+    for p in [
+        "skip-me.service",
+        "dev-hugepages.mount",
+        "initrd.target.wants/dev-hugepages.mount",
+        "dracut-cmdline.service",
+        "initrd.target.wants/dracut-cmdline.service",
+    ] {
+        assert!(!some.contains(&unit(p)), "{p} is in the image: {some:?}");
+    }
+}
+
+/// The systemd init's image has the units the initrd runs and none of those of a
+/// general system the profile excludes (each would cost the boot a unit load or a
+/// process); udev loads the root's filesystem module when it finds the filesystem.
+#[test]
+fn the_systemd_init_leaves_a_general_systems_units_out() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let image = support::generic_image(&kernel, "systemd");
+    let all = paths(&image);
+    let has = |p: &str| all.iter().any(|q| q.ends_with(p));
+    for p in [
+        "/initrd.target",
+        "/systemd-udevd.service",
+        "/systemd-fsck-root.service",
+        "/initrd-switch-root.service",
+        "/kmod-static-nodes.service",
+        "rules.d/70-composer-fs.rules",
+    ] {
+        assert!(has(p), "the systemd image has no {p}");
+    }
+    for p in [
+        "/dev-hugepages.mount",
+        "/sys-kernel-debug.mount",
+        "/systemd-update-utmp.service",
+        "/systemd-firstboot.service",
+        "/systemd-repart.service",
+        "/dbus.socket",
+        "/systemd-initctl.socket",
+        "/systemd-journald-audit.socket",
+    ] {
+        assert!(!has(p), "the systemd image has {p}");
+    }
+    assert!(
+        !all.iter().any(|p| p.contains("/dracut-")),
+        "the systemd image has dracut's units"
+    );
+}

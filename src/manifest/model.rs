@@ -194,6 +194,10 @@ pub struct SystemdSettings {
     /// cryptsetup, lvm2 or mdadm), without a warning when it does not.
     #[serde(default)]
     pub units_if_present: Vec<Spanned<String>>,
+    /// Units never taken, by name or glob (`dev-hugepages.mount`,
+    /// `dracut-*`): the links that pull them in are left out too.
+    #[serde(default)]
+    pub exclude_units: Vec<Spanned<String>>,
     /// Generators by name (`systemd-fstab-generator`).
     #[serde(default)]
     pub generators: Vec<Spanned<String>>,

@@ -83,6 +83,10 @@ const FILES: &[(&str, &str)] = &[
         "init/emergency-shell.conf",
         include_str!("../../profiles/init/emergency-shell.conf"),
     ),
+    (
+        "init/70-composer-fs.rules",
+        include_str!("../../profiles/init/70-composer-fs.rules"),
+    ),
 ];
 
 /// Where the package installs them.

@@ -202,6 +202,7 @@ fn entries(root: &Root, dir: &str) -> Vec<String> {
 struct Asked {
     units: Vec<(String, Origin)>,
     units_if_present: Vec<(String, Origin)>,
+    exclude_units: Vec<(String, Origin)>,
     generators: Vec<(String, Origin)>,
     generators_if_present: Vec<(String, Origin)>,
     rules: Vec<(String, Origin)>,
@@ -218,6 +219,7 @@ fn asked(loaded: &Loaded) -> Result<Asked> {
         for (list, into) in [
             (&s.units, &mut a.units),
             (&s.units_if_present, &mut a.units_if_present),
+            (&s.exclude_units, &mut a.exclude_units),
             (&s.generators, &mut a.generators),
             (&s.generators_if_present, &mut a.generators_if_present),
             (&s.udev_rules, &mut a.rules),
@@ -268,6 +270,14 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
             .push(BinaryRequest::program(name).optional(true).at(o));
     };
 
+    // Units never taken, nor the links that want them.
+    let excluded = crate::glob::set(
+        &asked.exclude_units,
+        crate::glob::Separator::Literal,
+        crate::glob::Below::No,
+    )?;
+    let excluded = |unit: &str| excluded.as_ref().is_some_and(|g| g.is_match(unit));
+
     // Units, breadth first, each once.
     // (unit, origin, chain, needed: one missing is said).
     let needed = asked.units.iter().map(|u| (u, true));
@@ -279,7 +289,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     let mut seen: HashSet<String> = HashSet::new();
     let mut taken: HashSet<String> = HashSet::new();
     while let Some((unit, origin, chain, needed)) = queue.pop_front() {
-        if BUILTIN.contains(&unit.as_str()) || !seen.insert(unit.clone()) {
+        if BUILTIN.contains(&unit.as_str()) || excluded(&unit) || !seen.insert(unit.clone()) {
             continue;
         }
         if seen.len() > MAX_UNITS {
@@ -349,8 +359,11 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
                         continue;
                     }
                     for want in entries(&root, &format!("{dir}/{name}.{kind}")) {
-                        follow(want.clone(), &mut found)?;
                         let w = want.rsplit('/').next().unwrap_or_default().to_string();
+                        if excluded(&w) {
+                            continue;
+                        }
+                        follow(want.clone(), &mut found)?;
                         queue.push_back((
                             w.clone(),
                             origin.clone(),
