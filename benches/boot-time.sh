@@ -179,7 +179,7 @@ done
 accel=(-accel tcg -cpu max)
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
     rc=0
-    timeout 5 qemu-system-x86_64 -accel kvm -cpu host -nodefaults -display none -monitor none -S \
+    (timeout 5 qemu-system-x86_64 -accel kvm -cpu host -nodefaults -display none -monitor none -S) \
         >/dev/null 2>&1 </dev/null || rc=$?
     [ "$rc" != 124 ] || accel=(-accel kvm -cpu host)
 fi
