@@ -103,6 +103,33 @@ fn partitioned(disk: &Path, fs_image: &Path, label: &str, extra: &str) {
 /// them with snapshot=on: a boot never changes them). A root's token is in the assets'
 /// `tokens` file and on its disk only.
 pub(crate) fn roots(busybox: &Path) -> Option<Vec<Root>> {
+    let dir = roots_dir(busybox)?;
+    let tokens = fs::read_to_string(dir.join("tokens")).unwrap();
+    let mut roots = describe(&dir);
+    assert_eq!(
+        tokens.lines().count(),
+        roots.len(),
+        "{}: a token per root",
+        dir.display()
+    );
+    for (r, t) in roots.iter_mut().zip(tokens.lines()) {
+        r.token = t.to_string();
+    }
+    Some(roots)
+}
+
+/// The ext4 root's filesystem image (the whole disk is the filesystem) and its token,
+/// for a server to export.
+pub(crate) fn ext4_image(busybox: &Path) -> Option<(PathBuf, String)> {
+    let dir = roots_dir(busybox)?;
+    let tokens = fs::read_to_string(dir.join("tokens")).unwrap();
+    let token = tokens.lines().next().expect("the ext4 root's token");
+    assert!(token.starts_with("ext4-virtio-"), "{token}");
+    Some((dir.join("ext4-virtio.img"), token.to_string()))
+}
+
+/// The directory of the roots' disks, made once.
+fn roots_dir(busybox: &Path) -> Option<PathBuf> {
     for (tool, pkg) in [
         ("mke2fs", "e2fsprogs"),
         ("mkfs.xfs", "xfsprogs"),
@@ -119,18 +146,7 @@ pub(crate) fn roots(busybox: &Path) -> Option<Vec<Root>> {
         let tokens = make_roots(tmp, busybox);
         fs::write(tmp.join("tokens"), tokens.join("\n")).map_err(|e| e.to_string())
     })?;
-    let tokens = fs::read_to_string(dir.join("tokens")).unwrap();
-    let mut roots = describe(&dir);
-    assert_eq!(
-        tokens.lines().count(),
-        roots.len(),
-        "{}: a token per root",
-        dir.display()
-    );
-    for (r, t) in roots.iter_mut().zip(tokens.lines()) {
-        r.token = t.to_string();
-    }
-    Some(roots)
+    Some(dir)
 }
 
 fn drive(disk: &Path, rest: &str) -> String {

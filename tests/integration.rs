@@ -15,6 +15,7 @@ mod architecture;
 mod book_reference;
 mod boot_console;
 mod boot_list;
+mod boot_network;
 mod boot_root;
 mod boot_storage;
 mod boot_tpm2;

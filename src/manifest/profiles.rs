@@ -23,6 +23,7 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init-shell.toml"),
     ),
     ("storage.toml", include_str!("../../profiles/storage.toml")),
+    ("network.toml", include_str!("../../profiles/network.toml")),
     (
         "init-systemd.toml",
         include_str!("../../profiles/init-systemd.toml"),
@@ -58,6 +59,26 @@ const FILES: &[(&str, &str)] = &[
     (
         "init/composer-storage",
         include_str!("../../profiles/init/composer-storage"),
+    ),
+    (
+        "init/composer-network",
+        include_str!("../../profiles/init/composer-network"),
+    ),
+    (
+        "init/composer-dhcp",
+        include_str!("../../profiles/init/composer-dhcp"),
+    ),
+    (
+        "init/composer-network-generator",
+        include_str!("../../profiles/init/composer-network-generator"),
+    ),
+    (
+        "init/composer-nbd-root",
+        include_str!("../../profiles/init/composer-nbd-root"),
+    ),
+    (
+        "init/composer-nbd-root.service",
+        include_str!("../../profiles/init/composer-nbd-root.service"),
     ),
     (
         "init/composer-console",
@@ -150,6 +171,9 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-emergency",
             "init/composer-timeout-generator",
             "init/composer-storage-generator",
+            "init/composer-dhcp",
+            "init/composer-network-generator",
+            "init/composer-nbd-root",
         ],
         std::time::UNIX_EPOCH,
     )

@@ -236,15 +236,20 @@ fn asked(loaded: &Loaded) -> Result<Asked> {
     Ok(a)
 }
 
-/// Resolves `[systemd]` of the loaded documents.
+/// Resolves `[systemd]` of the loaded documents. An image with composer's shell
+/// init runs no units: a profile's `[systemd]` (the network profile's) is left out
+/// of it.
 pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
-    let asked = asked(loaded)?;
-    let root = Root::new(&loaded.root);
     let mut found = Found {
         added: Vec::new(),
         programs: Vec::new(),
         warnings: Vec::new(),
     };
+    if loaded.init == super::model::InitSpec::Shell {
+        return Ok(found);
+    }
+    let asked = asked(loaded)?;
+    let root = Root::new(&loaded.root);
     let mut programs: BTreeSet<String> = BTreeSet::new();
     let search = super::binaries::options(loaded).search_path;
     // A program a unit runs: optional (a missing one is a warning), or left

@@ -728,6 +728,8 @@ pub struct BootOptions {
     pub uefi: Option<Uefi>,
     /// qemu's `-cpu` (default `max`, which has AES-NI; `max,-aes` has not).
     pub cpu: String,
+    /// The network namespace qemu runs in (for a tap device made there).
+    pub netns: Option<String>,
 }
 
 /// OVMF for a UEFI boot (Debian's ovmf package).
@@ -753,6 +755,7 @@ impl Default for BootOptions {
             stop_when: None,
             uefi: None,
             cpu: "max".into(),
+            netns: None,
         }
     }
 }
@@ -837,7 +840,14 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
         append.push(' ');
         append.push_str(&opts.extra_append);
     }
-    let mut cmd = Command::new(qemu);
+    let mut cmd = match &opts.netns {
+        None => Command::new(qemu),
+        Some(ns) => {
+            let mut c = Command::new(find_tool("ip").expect("ip (iproute2) not found"));
+            c.args(["netns", "exec", ns]).arg(qemu);
+            c
+        }
+    };
     cmd.args(["-accel", "tcg", "-cpu", &opts.cpu, "-smp", "1", "-m"])
         .arg(opts.memory_mib.to_string());
     match &opts.uefi {
@@ -1084,6 +1094,16 @@ pub fn build_for(version: &str, kmoddir: &Path) -> Command {
 /// shared by the boot tests that take it as it is (a build of the systemd image takes
 /// seconds; the tests that boot it take it many times).
 pub fn generic_image(kernel: &DebianKernel, init: &str) -> PathBuf {
+    shared_image(
+        kernel,
+        &format!("generic-{init}"),
+        &format!("include = [\"generic\"]\ninit = \"{init}\"\n"),
+    )
+}
+
+/// The image of `manifest` (named `name` in this run) for Debian's kernel, built once
+/// per test process and shared by the tests that boot it.
+pub fn shared_image(kernel: &DebianKernel, name: &str, manifest: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
@@ -1092,7 +1112,7 @@ pub fn generic_image(kernel: &DebianKernel, init: &str) -> PathBuf {
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = built.get(init) {
+    if let Some(p) = built.get(name) {
         return p.clone();
     }
     // Kept for the whole run (other tests may be booting it); a run removes those of
@@ -1111,15 +1131,15 @@ pub fn generic_image(kernel: &DebianKernel, init: &str) -> PathBuf {
         fs::create_dir_all(&dir).unwrap();
         dir
     });
-    let m = dir.join(format!("generic-{init}.toml"));
-    fs::write(&m, format!("include = [\"generic\"]\ninit = \"{init}\"\n")).unwrap();
-    let out = dir.join(format!("generic-{init}.img"));
+    let m = dir.join(format!("{name}.toml"));
+    fs::write(&m, manifest).unwrap();
+    let out = dir.join(format!("{name}.img"));
     run_ok(
         build_for(&kernel.version, &kernel.modules_dir())
             .arg(&m)
             .arg("-o")
             .arg(&out),
     );
-    built.insert(init.to_string(), out.clone());
+    built.insert(name.to_string(), out.clone());
     out
 }

@@ -1,0 +1,347 @@
+//! Roots on the network, as dracut-ng's TEST-72-NBD boots them: the ext4 root of
+//! `boot_root` exported read-only by nbd-server, the guest on a tap device in a network
+//! namespace the test makes (no traffic leaves the machine), dnsmasq as its DHCP
+//! server. The image is the generic profile with the network profile and the shell
+//! init; the root's /sbin/init prints the token only that root holds.
+//!
+//! | boot | network | root |
+//! |---|---|---|
+//! | DHCP | `ip=dhcp` (dnsmasq) | `root=nbd:SERVER:PORT/EXPORT:ext4` |
+//! | static | `ip=CLIENT::GW:MASK:HOST:eth0:off` | `root=nbd:SERVER:PORT/EXPORT` (type by blkid) |
+//! | root-path | `ip=dhcp` | `root=dhcp`, DHCP's root-path names the NBD root |
+//! | no server | `ip=dhcp` | a server that does not exist: the emergency shell names it and the interface's state |
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::support::{self, BootOptions, DebianKernel, Scratch};
+
+/// The server's address on the tap device, and the guest's MAC.
+const SERVER: &str = "10.77.0.1";
+const MAC: &str = "52:54:00:12:34:56";
+
+/// A network namespace with a tap device for one guest at a time, and the servers
+/// started in it. Dropping it kills every process in it and deletes it.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "composer-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        let ns = Netns { name };
+        ns.ip(&["netns", "add", &ns.name]);
+        ns.ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns.ip(&[
+            "-n", &ns.name, "tuntap", "add", "dev", "tap0", "mode", "tap",
+        ]);
+        ns.ip(&[
+            "-n",
+            &ns.name,
+            "addr",
+            "add",
+            &format!("{SERVER}/24"),
+            "dev",
+            "tap0",
+        ]);
+        ns.ip(&["-n", &ns.name, "link", "set", "tap0", "up"]);
+        ns
+    }
+
+    fn ip(&self, args: &[&str]) {
+        support::run_ok(Command::new("ip").args(args));
+    }
+
+    /// Runs `program` in the namespace (a server that puts itself in the background).
+    fn start(&self, program: &Path, args: &[String]) {
+        support::run_ok(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name])
+                .arg(program)
+                .args(args),
+        );
+    }
+
+    /// qemu's network card on the tap device.
+    fn qemu_args(&self) -> Vec<std::ffi::OsString> {
+        [
+            "-netdev",
+            "tap,id=n0,ifname=tap0,script=no,downscript=no",
+            "-device",
+            &format!("virtio-net-pci,netdev=n0,mac={MAC}"),
+        ]
+        .iter()
+        .map(Into::into)
+        .collect()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// What a network boot needs: root, the tools, the kernel, the image and the root.
+struct Env {
+    kernel: DebianKernel,
+    init: &'static str,
+    image: PathBuf,
+    disk: PathBuf,
+    token: String,
+    nbd_server: PathBuf,
+    dnsmasq: PathBuf,
+}
+
+fn env(init: &'static str) -> Option<Env> {
+    let (_, kernel, busybox) = support::require_boot_env()?;
+    if init == "systemd" {
+        support::require_tool("udevadm", "udev")?;
+        support::require_tool("/usr/lib/systemd/systemd-networkd", "systemd")?;
+    }
+    if !support::require_root() {
+        return None;
+    }
+    support::require_tool("ip", "iproute2")?;
+    let nbd_server = support::require_tool("nbd-server", "nbd-server")?;
+    support::require_tool("nbd-client", "nbd-client")?;
+    let dnsmasq = support::require_tool("dnsmasq", "dnsmasq-base")?;
+    if !Path::new("/dev/net/tun").exists() {
+        if support::strict() {
+            panic!("/dev/net/tun is missing: no tap device for the guest");
+        }
+        support::skip("/dev/net/tun is missing: no tap device for the guest");
+        return None;
+    }
+    let (disk, token) = crate::boot_root::ext4_image(&busybox)?;
+    let image = network_image(&kernel, init);
+    Some(Env {
+        kernel,
+        init,
+        image,
+        disk,
+        token,
+        nbd_server,
+        dnsmasq,
+    })
+}
+
+/// The generic image with the network profile and `init`, built once a run.
+fn network_image(kernel: &DebianKernel, init: &str) -> PathBuf {
+    support::shared_image(
+        kernel,
+        &format!("network-{init}"),
+        &format!("include = [\"generic\", \"network\"]\ninit = \"{init}\"\n"),
+    )
+}
+
+/// nbd-server exporting `disk` read-only as `root` on port 10809, and dnsmasq giving
+/// out addresses with `root_path` as DHCP's option 17.
+fn servers(env: &Env, ns: &Netns, work: &Path, root_path: &str) {
+    let conf = work.join("nbd.conf");
+    fs::write(
+        &conf,
+        format!(
+            "[generic]\n\tlistenaddr = {SERVER}\n\tport = 10809\n\n[root]\n\texportname = {}\n\treadonly = true\n",
+            env.disk.display()
+        ),
+    )
+    .unwrap();
+    ns.start(&env.nbd_server, &["-C".into(), conf.display().to_string()]);
+    ns.start(
+        &env.dnsmasq,
+        &[
+            "--conf-file=/dev/null".into(),
+            "--port=0".into(),
+            "--no-hosts".into(),
+            "--no-resolv".into(),
+            "--interface=tap0".into(),
+            "--bind-dynamic".into(),
+            "--dhcp-range=10.77.0.100,10.77.0.150,255.255.255.0,1h".into(),
+            format!("--dhcp-option=option:root-path,{root_path}"),
+            format!("--dhcp-leasefile={}", work.join("leases").display()),
+            format!("--pid-file={}", work.join("dnsmasq.pid").display()),
+        ],
+    );
+}
+
+fn boot(env: &Env, ns: &Netns, what: &str, append: &str, opts: BootOptions) -> String {
+    let mut append = append.to_string();
+    if env.init == "systemd" {
+        append.push_str(" systemd.show_status=1 systemd.default_timeout_start_sec=120");
+    }
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: append,
+        extra_args: ns.qemu_args(),
+        netns: Some(ns.name.clone()),
+        ..opts
+    };
+    let r = support::qemu_boot_with(&env.kernel, &env.image, &opts);
+    eprintln!(
+        "--- {what}, {} init ({:.1} s) ---\n{}",
+        env.init,
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    r.console
+}
+
+fn booted(console: &str, token: &str) -> bool {
+    let want = format!("COMPOSER-ROOT-OK {token} fs=ext4 pid=1");
+    console.lines().any(|l| l.trim_end().ends_with(&want))
+}
+
+#[test]
+fn an_nbd_root_boots_by_dhcp_by_a_static_address_and_by_dhcps_root_path() {
+    nbd_root_boots("shell");
+}
+
+/// systemd-networkd brings the network up (ip= through systemd-network-generator);
+/// root=dhcp is the shell init's only.
+#[test]
+fn an_nbd_root_boots_with_systemd_by_dhcp_and_by_a_static_address() {
+    nbd_root_boots("systemd");
+}
+
+fn nbd_root_boots(init: &'static str) {
+    let Some(env) = env(init) else {
+        return;
+    };
+    let work = Scratch::new("nbd-root");
+    let ns = Netns::new("nbd");
+    let root = format!("nbd:{SERVER}:10809/root:ext4");
+    servers(&env, &ns, work.path(), &root);
+    let boots = [
+        ("DHCP", format!("root={root} ip=dhcp rd.timeout=60")),
+        (
+            "static address",
+            format!(
+                "root=nbd:{SERVER}:10809/root ip=10.77.0.9::{SERVER}:255.255.255.0:guest:eth0:off rd.timeout=60"
+            ),
+        ),
+        ("root-path", "root=dhcp rd.timeout=60".to_string()),
+    ];
+    let mut failed = Vec::new();
+    let boots = if init == "shell" {
+        &boots[..]
+    } else {
+        &boots[..2]
+    };
+    for (what, append) in boots {
+        let opts = BootOptions {
+            timeout: Duration::from_secs(240),
+            ..BootOptions::default()
+        };
+        let console = boot(&env, &ns, what, append, opts);
+        if !booted(&console, &env.token) {
+            failed.push(format!(
+                "{what} ({append}): the root's token was not printed"
+            ));
+            continue;
+        }
+        if init == "shell" {
+            let said = match *what {
+                "static address" => "eth0: 10.77.0.9/24 via 10.77.0.1 (ip=)".to_string(),
+                "root-path" => format!("root-path from DHCP: {root}"),
+                _ => "eth0: 10.77.0.1".to_string(),
+            };
+            if !console.contains(&said) {
+                failed.push(format!("{what}: the init did not say `{said}`"));
+            }
+        }
+        if !console.contains("connected /dev/nbd0 to NBD server 10.77.0.1 port 10809 export root") {
+            failed.push(format!("{what}: no message of the NBD connection"));
+        }
+    }
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}
+
+/// A server that is not there: the wait ends at rd.timeout in the emergency shell,
+/// which names the server and the interface's state, and answers.
+#[test]
+fn an_nbd_server_that_does_not_answer_ends_in_the_emergency_shell() {
+    let Some(env) = env("shell") else {
+        return;
+    };
+    let work = Scratch::new("nbd-missing");
+    let ns = Netns::new("nbdx");
+    servers(&env, &ns, work.path(), "");
+    let opts = BootOptions {
+        timeout: Duration::from_secs(240),
+        type_when: Some((
+            "starting an emergency shell".into(),
+            "echo SHELL-ALIVE-$((6*7))\n".into(),
+        )),
+        stop_when: Some("SHELL-ALIVE-42".into()),
+        ..BootOptions::default()
+    };
+    let console = boot(
+        &env,
+        &ns,
+        "no server",
+        "root=nbd:10.77.0.99:10809/root:ext4 ip=dhcp rd.timeout=15 rd.shell",
+        opts,
+    );
+    for want in [
+        "the root device did not appear within 15 s",
+        "network root: nbd:10.77.0.99:10809/root:ext4 (server 10.77.0.99 port 10809)",
+        "network: NBD server 10.77.0.99 port 10809 export root",
+        &format!("eth0 mac={MAC} state=up carrier=1 addresses: 10.77.0.1"),
+        "SHELL-ALIVE-42",
+    ] {
+        assert!(console.contains(want), "the console does not show `{want}`");
+    }
+}
+
+/// The network options parse as dracut gives them meaning: the init's functions run
+/// in the host's sh.
+#[test]
+fn network_options_parse_as_dracut_means_them() {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/init/composer-network");
+    let work = Scratch::new("network-options");
+    let script = format!(
+        r#"say() {{ :; }}
+. {lib}
+nt_dir={dir}
+show() {{ echo "$nt_server|$nt_port|$nt_export|$nt_fstype|$nt_flags|$nt_opts"; }}
+nt_parse_nbd nbd:10.0.0.1:10809/root:ext4:discard:bs=4096,timeout=30; show
+nt_parse_nbd nbd:srv:2000; show
+nt_parse_nbd 'nbd:srv:exp*:xfs'; show
+nt_parse_nbd nbd:srv; show
+root= nt_netroot=nbd:s:1/e; net_setup; echo "$root|$nt_want|$nt_ips|$net_kind"
+net_arg BOOTIF=01-52-54-00-AB-CD-EF; echo "$nt_bootif"
+nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
+"#,
+        lib = lib.display(),
+        dir = work.path().join("net").display()
+    );
+    let out = support::run_ok(Command::new("sh").arg("-c").arg(&script));
+    let out = String::from_utf8_lossy(&out.stdout);
+    let want = "10.0.0.1|10809|root|ext4|discard|bs=4096,timeout=30\n\
+                srv|2000||||\n\
+                srv|10809|exp*|xfs||\n\
+                srv|10809||||\n\
+                nbd:s:1/e|1|dhcp|boot\n\
+                52:54:00:ab:cd:ef\n\
+                24\n20\n16\n24\n";
+    assert_eq!(out, want);
+}
