@@ -103,6 +103,7 @@ impl Drop for Netns {
 /// What a network boot needs: root, the tools, the kernel, the image and the root.
 struct Env {
     kernel: DebianKernel,
+    busybox: PathBuf,
     init: &'static str,
     image: PathBuf,
     disk: PathBuf,
@@ -132,9 +133,11 @@ fn env(init: &'static str) -> Option<Env> {
         return None;
     }
     let (disk, token) = crate::boot_root::ext4_image(&busybox)?;
+    let busybox = busybox.to_path_buf();
     let image = network_image(&kernel, init);
     Some(Env {
         kernel,
+        busybox,
         init,
         image,
         disk,
@@ -153,14 +156,14 @@ fn network_image(kernel: &DebianKernel, init: &str) -> PathBuf {
     )
 }
 
-/// nbd-server exporting `disk` read-only as `root` on port 10809, and dnsmasq giving
+/// nbd-server exporting `disk` (read-only when `readonly`) as `root` on port 10809, and dnsmasq giving
 /// out addresses with `root_path` as DHCP's option 17.
-fn servers(env: &Env, ns: &Netns, work: &Path, root_path: &str) {
+fn servers(env: &Env, ns: &Netns, work: &Path, root_path: &str, readonly: bool) {
     let conf = work.join("nbd.conf");
     fs::write(
         &conf,
         format!(
-            "[generic]\n\tlistenaddr = {SERVER}\n\tport = 10809\n\n[root]\n\texportname = {}\n\treadonly = true\n",
+            "[generic]\n\tlistenaddr = {SERVER}\n\tport = 10809\n\n[root]\n\texportname = {}\n\treadonly = {readonly}\n",
             env.disk.display()
         ),
     )
@@ -229,7 +232,7 @@ fn nbd_root_boots(init: &'static str) {
     let work = Scratch::new("nbd-root");
     let ns = Netns::new("nbd");
     let root = format!("nbd:{SERVER}:10809/root:ext4");
-    servers(&env, &ns, work.path(), &root);
+    servers(&env, &ns, work.path(), &root, true);
     let boots = [
         ("DHCP", format!("root={root} ip=dhcp rd.timeout=60")),
         (
@@ -284,7 +287,7 @@ fn an_nbd_server_that_does_not_answer_ends_in_the_emergency_shell() {
     };
     let work = Scratch::new("nbd-missing");
     let ns = Netns::new("nbdx");
-    servers(&env, &ns, work.path(), "");
+    servers(&env, &ns, work.path(), "", true);
     let opts = BootOptions {
         timeout: Duration::from_secs(240),
         type_when: Some((
@@ -328,6 +331,7 @@ nt_parse_nbd nbd:srv:2000; show
 nt_parse_nbd 'nbd:srv:exp*:xfs'; show
 nt_parse_nbd nbd:srv; show
 root= nt_netroot=nbd:s:1/e; net_setup; echo "$root|$nt_want|$nt_ips|$net_kind"
+root=/dev/vg/lv nt_netroot=nbd:t:2/f; net_setup; echo "$root|$nt_root|$nt_server"
 net_arg BOOTIF=01-52-54-00-AB-CD-EF; echo "$nt_bootif"
 nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
 "#,
@@ -341,7 +345,126 @@ nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
                 srv|10809|exp*|xfs||\n\
                 srv|10809||||\n\
                 nbd:s:1/e|1|dhcp|boot\n\
+                /dev/vg/lv|nbd:t:2/f|t\n\
                 52:54:00:ab:cd:ef\n\
                 24\n20\n16\n24\n";
     assert_eq!(out, want);
+}
+
+/// The LUKS2 UUID of the encrypted NBD export.
+const NBD_LUKS_UUID: &str = "5a1e0001-0000-4000-8000-0000000000b1";
+
+/// A disk holding LUKS2 -> LVM (VG cmpnbd, LV root) -> ext4 with a root of its own,
+/// made once in a makeroot guest (this host has no device-mapper); and its token.
+fn luks_lvm_disk(kernel: &DebianKernel, busybox: &Path) -> Option<(PathBuf, String)> {
+    for (tool, pkg) in [
+        ("cryptsetup", "cryptsetup-bin"),
+        ("lvm", "lvm2"),
+        ("mke2fs", "e2fsprogs"),
+    ] {
+        support::require_tool(tool, pkg)?;
+    }
+    let dir = support::cached_asset("nbd-luks-lvm-v1", |tmp| {
+        let work = tmp.join("work");
+        let stage = work.join("stage");
+        fs::create_dir_all(&stage).map_err(|e| e.to_string())?;
+        let t = crate::boot_root::token("nbd-luks-lvm");
+        let s = crate::boot_root::staging(&work.join("root"), busybox, &t);
+        fs::rename(&s, stage.join("root")).map_err(|e| e.to_string())?;
+        fs::write(stage.join("passfile"), crate::boot_storage::PASSPHRASE)
+            .map_err(|e| e.to_string())?;
+        let disk = tmp.join("disk.img");
+        fs::File::create(&disk)
+            .and_then(|f| f.set_len(64 << 20))
+            .map_err(|e| e.to_string())?;
+        let script = format!(
+            r#"n=0
+while [ ! -b /dev/vda ] && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
+run /usr/sbin/cryptsetup luksFormat --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --batch-mode --key-file /stage/passfile --uuid {NBD_LUKS_UUID} /dev/vda
+run /usr/sbin/cryptsetup open --key-file /stage/passfile /dev/vda nbdc
+run /usr/sbin/lvm pvcreate -y /dev/mapper/nbdc
+run /usr/sbin/lvm vgcreate cmpnbd /dev/mapper/nbdc
+run /usr/sbin/lvm lvcreate -y -Zn -L 40M -n root cmpnbd
+run /usr/sbin/mke2fs -q -t ext4 -E nodiscard -d /stage/root /dev/cmpnbd/root
+run /usr/sbin/lvm vgchange -an cmpnbd
+run /usr/sbin/cryptsetup close nbdc
+$b sync
+echo MAKEROOT-OK
+$b poweroff -f
+"#
+        );
+        crate::boot_storage::makeroot(
+            kernel,
+            "makeroot.toml",
+            &work,
+            &[
+                "virtio_pci",
+                "virtio_blk",
+                "dm-mod",
+                "dm-crypt",
+                "algif_skcipher",
+                "algif_hash",
+                "xts",
+                "ext4",
+            ],
+            &script,
+            &stage,
+            vec![
+                "-drive".into(),
+                format!("file={},format=raw,if=virtio", disk.display()).into(),
+            ],
+            1024,
+        )?;
+        fs::write(tmp.join("token"), &t).map_err(|e| e.to_string())?;
+        fs::remove_dir_all(&work).map_err(|e| e.to_string())
+    })?;
+    let token = fs::read_to_string(dir.join("token")).unwrap();
+    Some((dir.join("disk.img"), token.trim().to_string()))
+}
+
+/// LUKS2 -> LVM on an NBD export (netroot=, root= the LV on top): the passphrase
+/// typed on the console unlocks it, with each init.
+#[test]
+fn an_encrypted_lvm_root_on_nbd_boots_with_its_passphrase() {
+    let mut failed = Vec::new();
+    for init in ["shell", "systemd"] {
+        let Some(env) = env(init) else {
+            return;
+        };
+        let Some((disk, token)) = luks_lvm_disk(&env.kernel, &env.busybox) else {
+            return;
+        };
+        let work = Scratch::new("nbd-luks");
+        // The guest writes (LVM, the journal): it gets a copy.
+        let copy = work.path().join("disk.img");
+        support::run_ok(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&disk)
+                .arg(&copy),
+        );
+        let env = Env { disk: copy, ..env };
+        let ns = Netns::new("nbdl");
+        servers(&env, &ns, work.path(), "", false);
+        let opts = BootOptions {
+            timeout: Duration::from_secs(300),
+            answers: crate::boot_storage::passphrase(init, 1),
+            ..BootOptions::default()
+        };
+        let console = boot(
+            &env,
+            &ns,
+            "LUKS -> LVM on NBD",
+            &format!(
+                "root=/dev/cmpnbd/root netroot=nbd:{SERVER}:10809/root ip=dhcp \
+                 rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd rd.timeout=120"
+            ),
+            opts,
+        );
+        let want = format!("COMPOSER-ROOT-OK {token} fs=ext4 pid=1");
+        if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+            failed.push(format!("{init}: no `{want}`"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("; "));
 }
