@@ -192,10 +192,12 @@ fn boot(env: &Env, ns: &Netns, what: &str, append: &str, opts: BootOptions) -> S
     if env.init == "systemd" {
         append.push_str(" systemd.show_status=1 systemd.default_timeout_start_sec=120");
     }
+    let mut extra_args = opts.extra_args.clone();
+    extra_args.extend(ns.qemu_args());
     let opts = BootOptions {
         memory_mib: 1024,
         extra_append: append,
-        extra_args: ns.qemu_args(),
+        extra_args,
         netns: Some(ns.name.clone()),
         ..opts
     };
@@ -494,4 +496,146 @@ fn an_encrypted_lvm_root_on_nbd_boots_with_its_passphrase() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("; "));
+}
+
+/// SSH unlock (the ssh-unlock profile, systemd init): the LUKS2 -> LVM disk attached
+/// to the guest, the guest on a static address in the test's namespace. The test
+/// connects with ssh, which must know the guest by the root's own host key (the one
+/// in known_hosts, strictly checked), and sends the passphrase to `composer-unlock`;
+/// nothing is typed on the console, and the guest boots to its root's token.
+#[test]
+fn the_passphrase_sent_over_ssh_unlocks_the_root() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let Some(env) = env("systemd") else {
+        return;
+    };
+    for (tool, pkg) in [
+        ("ssh", "openssh-client"),
+        ("ssh-keygen", "openssh-client"),
+        ("dropbear", "dropbear-bin"),
+        ("dropbearconvert", "dropbear-bin"),
+    ] {
+        if support::require_tool(tool, pkg).is_none() {
+            return;
+        }
+    }
+    let Some((disk, token)) = luks_lvm_disk(&env.kernel, &env.busybox) else {
+        return;
+    };
+    let work = Scratch::new("ssh-unlock");
+    let keys = work.path().join("hostkeys");
+    fs::create_dir_all(&keys).unwrap();
+    let keygen = |file: &Path| {
+        support::run_ok(
+            Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "composer-test", "-f"])
+                .arg(file),
+        );
+    };
+    keygen(&keys.join("ssh_host_ed25519_key"));
+    let client = work.path().join("client");
+    keygen(&client);
+    let guest = "10.77.0.9";
+    let host_pub = fs::read_to_string(keys.join("ssh_host_ed25519_key.pub")).unwrap();
+    let known = work.path().join("known_hosts");
+    fs::write(&known, format!("{guest} {host_pub}")).unwrap();
+
+    let manifest = work.path().join("ssh.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "include = [\"generic\", \"ssh-unlock\"]\ninit = \"systemd\"\n\n[vars]\nssh_authorized_keys = {}\nssh_host_keys = {}\n",
+            support::toml_str(&format!("{}.pub", client.display())),
+            support::toml_str(&keys.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let image = work.path().join("ssh.img");
+    support::run_ok(
+        support::build_for(&env.kernel.version, &env.kernel.modules_dir())
+            .arg(&manifest)
+            .arg("-o")
+            .arg(&image),
+    );
+
+    let ns = Netns::new("ssh");
+    let done = Arc::new(AtomicBool::new(false));
+    let unlocker = {
+        let done = Arc::clone(&done);
+        let ns = ns.name.clone();
+        let (client, known) = (client.clone(), known.clone());
+        std::thread::spawn(move || -> (bool, String) {
+            let started = std::time::Instant::now();
+            let mut last = String::new();
+            while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(280) {
+                std::thread::sleep(Duration::from_secs(3));
+                let child = Command::new("ip")
+                    .args(["netns", "exec", &ns, "ssh", "-F", "/dev/null"])
+                    .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5"])
+                    .args(["-o", "StrictHostKeyChecking=yes"])
+                    .arg("-o")
+                    .arg(format!("UserKnownHostsFile={}", known.display()))
+                    .args(["-o", "GlobalKnownHostsFile=/dev/null", "-i"])
+                    .arg(&client)
+                    .arg(format!("root@{guest}"))
+                    .arg("composer-unlock")
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn();
+                let Ok(mut child) = child else {
+                    continue;
+                };
+                if let Some(mut i) = child.stdin.take() {
+                    let _ = std::io::Write::write_all(
+                        &mut i,
+                        format!("{}\n", crate::boot_storage::PASSPHRASE).as_bytes(),
+                    );
+                }
+                let Ok(out) = child.wait_with_output() else {
+                    continue;
+                };
+                last = String::from_utf8_lossy(&out.stderr).into_owned();
+                if out.status.success() {
+                    return (true, last);
+                }
+                if last.contains("Host key verification failed")
+                    || last.contains("IDENTIFICATION HAS CHANGED")
+                {
+                    return (false, last);
+                }
+            }
+            (false, last)
+        })
+    };
+    let opts = BootOptions {
+        timeout: Duration::from_secs(300),
+        extra_args: vec![
+            "-drive".into(),
+            format!("file={},format=raw,snapshot=on,if=virtio", disk.display()).into(),
+        ],
+        ..BootOptions::default()
+    };
+    let env = Env { image, ..env };
+    let console = boot(
+        &env,
+        &ns,
+        "SSH unlock",
+        &format!(
+            "root=/dev/cmpnbd/root rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd \
+             ip={guest}::{SERVER}:255.255.255.0::eth0:off rd.timeout=200"
+        ),
+        opts,
+    );
+    done.store(true, Ordering::SeqCst);
+    let (unlocked, said) = unlocker.join().unwrap();
+    eprintln!("--- ssh's last words ---\n{said}");
+    assert!(unlocked, "ssh did not unlock: {said}");
+    assert!(said.contains("passphrase handed over"), "{said}");
+    assert!(booted(&console, &token), "the root's token was not printed");
+    assert!(
+        !console.contains(crate::boot_storage::PASSPHRASE),
+        "the passphrase showed on the console"
+    );
 }

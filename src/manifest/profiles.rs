@@ -25,6 +25,10 @@ const FILES: &[(&str, &str)] = &[
     ("storage.toml", include_str!("../../profiles/storage.toml")),
     ("network.toml", include_str!("../../profiles/network.toml")),
     (
+        "ssh-unlock.toml",
+        include_str!("../../profiles/ssh-unlock.toml"),
+    ),
+    (
         "init-systemd.toml",
         include_str!("../../profiles/init-systemd.toml"),
     ),
@@ -79,6 +83,18 @@ const FILES: &[(&str, &str)] = &[
     (
         "init/composer-nbd-root.service",
         include_str!("../../profiles/init/composer-nbd-root.service"),
+    ),
+    (
+        "init/composer-ssh",
+        include_str!("../../profiles/init/composer-ssh"),
+    ),
+    (
+        "init/composer-ssh.service",
+        include_str!("../../profiles/init/composer-ssh.service"),
+    ),
+    (
+        "init/composer-unlock",
+        include_str!("../../profiles/init/composer-unlock"),
     ),
     (
         "init/composer-console",
@@ -174,6 +190,8 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-dhcp",
             "init/composer-network-generator",
             "init/composer-nbd-root",
+            "init/composer-ssh",
+            "init/composer-unlock",
         ],
         std::time::UNIX_EPOCH,
     )
