@@ -359,6 +359,7 @@ nt_parse_nbd nbd:10.0.0.1:10809/root:ext4:discard:bs=4096,timeout=30; show
 nt_parse_nbd nbd:srv:2000; show
 nt_parse_nbd 'nbd:srv:exp*:xfs'; show
 nt_parse_nbd nbd:srv; show
+nt_parse_nbd nbd:srv:1/e::discard; show
 root= nt_netroot=nbd:s:1/e; net_setup; echo "$root|$nt_want|$nt_ips|$net_kind"
 root=/dev/vg/lv nt_netroot=nbd:t:2/f; net_setup; echo "$root|$nt_root|$nt_server"
 net_arg BOOTIF=01-52-54-00-AB-CD-EF; echo "$nt_bootif"
@@ -373,6 +374,7 @@ nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
                 srv|2000||||\n\
                 srv|10809|exp*|xfs||\n\
                 srv|10809||||\n\
+                srv|1|e||discard|\n\
                 nbd:s:1/e|1|dhcp|boot\n\
                 /dev/vg/lv|nbd:t:2/f|t\n\
                 52:54:00:ab:cd:ef\n\
@@ -498,16 +500,25 @@ fn an_encrypted_lvm_root_on_nbd_boots_with_its_passphrase() {
     assert!(failed.is_empty(), "{}", failed.join("; "));
 }
 
-/// SSH unlock (the ssh-unlock profile, systemd init): the LUKS2 -> LVM disk attached
-/// to the guest, the guest on a static address in the test's namespace. The test
-/// connects with ssh, which must know the guest by the root's own host key (the one
-/// in known_hosts, strictly checked), and sends the passphrase to `composer-unlock`;
-/// nothing is typed on the console, and the guest boots to its root's token.
+/// SSH unlock (the ssh-unlock profile): the LUKS2 -> LVM disk attached to the guest,
+/// the guest on a static address in the test's namespace. The test connects with ssh,
+/// which must know the guest by the root's own host key (the one in known_hosts,
+/// strictly checked), and sends the passphrase to `composer-unlock`; nothing is typed
+/// on the console, and the guest boots to its root's token.
 #[test]
-fn the_passphrase_sent_over_ssh_unlocks_the_root() {
+fn the_passphrase_sent_over_ssh_unlocks_the_root_with_the_shell_init() {
+    ssh_unlock("shell");
+}
+
+#[test]
+fn the_passphrase_sent_over_ssh_unlocks_the_root_with_systemd() {
+    ssh_unlock("systemd");
+}
+
+fn ssh_unlock(init: &'static str) {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let Some(env) = env("systemd") else {
+    let Some(env) = env(init) else {
         return;
     };
     for (tool, pkg) in [
@@ -545,7 +556,7 @@ fn the_passphrase_sent_over_ssh_unlocks_the_root() {
     fs::write(
         &manifest,
         format!(
-            "include = [\"generic\", \"ssh-unlock\"]\ninit = \"systemd\"\n\n[vars]\nssh_authorized_keys = {}\nssh_host_keys = {}\n",
+            "include = [\"generic\", \"ssh-unlock\"]\ninit = \"{init}\"\n\n[vars]\nssh_authorized_keys = {}\nssh_host_keys = {}\n",
             support::toml_str(&format!("{}.pub", client.display())),
             support::toml_str(&keys.display().to_string()),
         ),
@@ -638,4 +649,34 @@ fn the_passphrase_sent_over_ssh_unlocks_the_root() {
         !console.contains(crate::boot_storage::PASSPHRASE),
         "the passphrase showed on the console"
     );
+    if init != "shell" {
+        return;
+    }
+    assert!(console.contains("the passphrase came over SSH"));
+    // The console answers as well (the shell init asks on both at once).
+    let opts = BootOptions {
+        timeout: Duration::from_secs(300),
+        extra_args: vec![
+            "-drive".into(),
+            format!("file={},format=raw,snapshot=on,if=virtio", disk.display()).into(),
+        ],
+        answers: crate::boot_storage::passphrase(init, 1),
+        ..BootOptions::default()
+    };
+    let console = boot(
+        &env,
+        &ns,
+        "SSH unlock, the passphrase typed on the console",
+        &format!(
+            "root=/dev/cmpnbd/root rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd \
+             ip={guest}::{SERVER}:255.255.255.0::eth0:off rd.timeout=200"
+        ),
+        opts,
+    );
+    assert!(booted(&console, &token), "typed on the console: no token");
+    assert!(
+        !console.contains(crate::boot_storage::PASSPHRASE),
+        "the passphrase typed showed on the console"
+    );
+    assert!(!console.contains("the passphrase came over SSH"));
 }
