@@ -620,25 +620,25 @@ fn ssh_unlock(init: &'static str) {
             (false, last)
         })
     };
-    let opts = BootOptions {
-        timeout: Duration::from_secs(300),
-        extra_args: vec![
-            "-drive".into(),
-            format!("file={},format=raw,snapshot=on,if=virtio", disk.display()).into(),
-        ],
-        ..BootOptions::default()
-    };
     let env = Env { image, ..env };
-    let console = boot(
-        &env,
-        &ns,
-        "SSH unlock",
-        &format!(
+    // The disk attached, the guest on its static address; `answers` typed.
+    let boot_disk = |what: &str, answers: Vec<(String, String)>| {
+        let opts = BootOptions {
+            timeout: Duration::from_secs(300),
+            extra_args: vec![
+                "-drive".into(),
+                format!("file={},format=raw,snapshot=on,if=virtio", disk.display()).into(),
+            ],
+            answers,
+            ..BootOptions::default()
+        };
+        let append = format!(
             "root=/dev/cmpnbd/root rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd \
              ip={guest}::{SERVER}:255.255.255.0::eth0:off rd.timeout=200"
-        ),
-        opts,
-    );
+        );
+        boot(&env, &ns, what, &append, opts)
+    };
+    let console = boot_disk("SSH unlock", Vec::new());
     done.store(true, Ordering::SeqCst);
     let (unlocked, said) = unlocker.join().unwrap();
     eprintln!("--- ssh's last words ---\n{said}");
@@ -654,24 +654,9 @@ fn ssh_unlock(init: &'static str) {
     }
     assert!(console.contains("the passphrase came over SSH"));
     // The console answers as well (the shell init asks on both at once).
-    let opts = BootOptions {
-        timeout: Duration::from_secs(300),
-        extra_args: vec![
-            "-drive".into(),
-            format!("file={},format=raw,snapshot=on,if=virtio", disk.display()).into(),
-        ],
-        answers: crate::boot_storage::passphrase(init, 1),
-        ..BootOptions::default()
-    };
-    let console = boot(
-        &env,
-        &ns,
+    let console = boot_disk(
         "SSH unlock, the passphrase typed on the console",
-        &format!(
-            "root=/dev/cmpnbd/root rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd \
-             ip={guest}::{SERVER}:255.255.255.0::eth0:off rd.timeout=200"
-        ),
-        opts,
+        crate::boot_storage::passphrase(init, 1),
     );
     assert!(booted(&console, &token), "typed on the console: no token");
     assert!(
