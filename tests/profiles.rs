@@ -322,3 +322,47 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         "the systemd image has dracut's units"
     );
 }
+
+/// An image with composer's shell init runs no units: `[systemd]` (which the network
+/// profile has for the systemd init) is left out of it, and taken with `init = "none"`.
+#[test]
+fn systemd_units_stay_out_of_an_image_with_the_shell_init() {
+    if support::require_tool("/usr/lib/systemd/systemd-networkd", "systemd").is_none() {
+        return;
+    }
+    let dir = Scratch::new("profile-shell-no-units");
+    let build = |init: &str| {
+        let m = dir.join(format!("{init}.toml"));
+        fs::write(
+            &m,
+            format!("init = \"{init}\"\n\n[systemd]\nunits = [\"systemd-networkd.service\"]\n"),
+        )
+        .unwrap();
+        let image = dir.join(format!("{init}.img"));
+        support::run_ok(
+            support::composer()
+                .arg("build")
+                .arg(&m)
+                .arg("-o")
+                .arg(&image),
+        );
+        paths(&image)
+    };
+    let unit = "usr/lib/systemd/system/systemd-networkd.service";
+    let with_units = build("none");
+    assert!(
+        with_units.iter().any(|p| p == unit),
+        "init = \"none\" left the unit out: {with_units:?}"
+    );
+    let shell = build("shell");
+    assert!(
+        shell.iter().any(|p| p == "init"),
+        "the shell image has no /init: {shell:?}"
+    );
+    assert!(
+        !shell
+            .iter()
+            .any(|p| p.starts_with("usr/lib/systemd/system/")),
+        "units in the shell init's image: {shell:?}"
+    );
+}
