@@ -10,6 +10,11 @@
 //! | static | `ip=CLIENT::GW:MASK:HOST:eth0:off` | `root=nbd:SERVER:PORT/EXPORT` (type by blkid) |
 //! | root-path | `ip=dhcp` | `root=dhcp`, DHCP's root-path names the NBD root |
 //! | no server | `ip=dhcp` | a server that does not exist: the emergency shell names it and the interface's state |
+//!
+//! iSCSI roots, as dracut-ng's TEST-70-ISCSI boots them: the same ext4 root as LUN 1
+//! of a target tgtd serves (read-only) in the namespace, logged in to with
+//! iscsistart; `netroot=iscsi:...` with `root=UUID=` and a static `ip=`, and
+//! `root=iscsi:...` (the LUN's disk is the root).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -290,6 +295,186 @@ fn nbd_root_boots(init: &'static str) {
     assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
 }
 
+/// The iSCSI target's name and the initiator's name the boots give.
+const TARGET: &str = "iqn.2026-12.test.composer:root";
+const INITIATOR: &str = "iqn.2026-12.test.composer:guest";
+
+/// tgtd in `ns`, serving `disk` read-only as LUN 1 of TARGET to any initiator. Its
+/// control socket is a file of the host's: each target gets a port of its own.
+fn iscsi_target(ns: &Netns, disk: &Path) -> Option<()> {
+    let tgtd = support::require_tool("tgtd", "tgt")?;
+    let tgtadm = support::require_tool("tgtadm", "tgt")?;
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let port = (1000 + std::process::id() % 20000 + 7 * N.fetch_add(1, Ordering::SeqCst) as u32)
+        .to_string();
+    ns.start(&tgtd, &["--control-port".into(), port.clone()]);
+    let adm = |args: &[&str]| {
+        Command::new(&tgtadm)
+            .args(["-C", &port, "--lld", "iscsi"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run tgtadm: {e}"))
+    };
+    // tgtd makes its control socket once it runs in the background.
+    let new = [
+        "--op", "new", "--mode", "target", "--tid", "1", "-T", TARGET,
+    ];
+    let mut tries = 0;
+    while !adm(&new).status.success() {
+        tries += 1;
+        assert!(tries < 50, "tgtd did not answer on control port {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let disk = disk.display().to_string();
+    for args in [
+        &[
+            "--op",
+            "new",
+            "--mode",
+            "logicalunit",
+            "--tid",
+            "1",
+            "--lun",
+            "1",
+            "-b",
+            &disk,
+        ][..],
+        &[
+            "--op",
+            "update",
+            "--mode",
+            "logicalunit",
+            "--tid",
+            "1",
+            "--lun",
+            "1",
+            "--params",
+            "readonly=1",
+        ],
+        &[
+            "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
+        ],
+    ] {
+        let out = adm(args);
+        assert!(
+            out.status.success(),
+            "tgtadm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Some(())
+}
+
+/// An ext4 root on an iSCSI target: `netroot=iscsi:...` under `root=UUID=` with a static
+/// `ip=`, and `root=iscsi:...` itself (by DHCP in the shell init).
+#[test]
+fn an_iscsi_root_boots_with_the_shell_init() {
+    iscsi_root_boots("shell");
+}
+
+#[test]
+fn an_iscsi_root_boots_with_systemd() {
+    iscsi_root_boots("systemd");
+}
+
+fn iscsi_root_boots(init: &'static str) {
+    let Some(env) = env(init) else {
+        return;
+    };
+    if support::require_tool("iscsistart", "open-iscsi").is_none() {
+        return;
+    }
+    let work = Scratch::new("iscsi-root");
+    let ns = Netns::new("iscsi");
+    if iscsi_target(&ns, &env.disk).is_none() {
+        return;
+    }
+    servers(&env, &ns, work.path(), "", true);
+    let uuid = crate::boot_root::EXT4_UUID;
+    let static_ip = format!("ip=10.77.0.9::{SERVER}:255.255.255.0:guest:eth0:off");
+    let dynamic = if init == "shell" {
+        "ip=dhcp".to_string()
+    } else {
+        static_ip.clone()
+    };
+    let boots = [
+        (
+            "netroot=iscsi",
+            format!(
+                "netroot=iscsi:{SERVER}::3260:1:{TARGET} root=UUID={uuid} {static_ip} \
+                 rd.iscsi.initiator={INITIATOR} rd.timeout=90"
+            ),
+        ),
+        (
+            "root=iscsi",
+            format!("root=iscsi:{SERVER}:::1:{TARGET} {dynamic} rd.timeout=90"),
+        ),
+    ];
+    let mut failed = Vec::new();
+    for (what, append) in &boots {
+        let opts = BootOptions {
+            timeout: Duration::from_secs(240),
+            ..BootOptions::default()
+        };
+        let console = boot(&env, &ns, what, append, opts);
+        if let Some(l) = missing_program(&console) {
+            failed.push(format!("{what}: {l}"));
+        }
+        if !booted(&console, &env.token) {
+            failed.push(format!(
+                "{what} ({append}): the root's token was not printed"
+            ));
+            continue;
+        }
+        // The initiator's name: the one given, else one made from the guest's MAC.
+        let initiator = if *what == "netroot=iscsi" {
+            INITIATOR.to_string()
+        } else {
+            format!("iqn.2026-12.initrd.composer:{}", MAC.replace(':', ""))
+        };
+        let said =
+            format!("logged in to iSCSI target {TARGET} on {SERVER} port 3260 as {initiator}");
+        if !console.contains(&said) {
+            failed.push(format!("{what}: the init did not say `{said}`"));
+        }
+    }
+    if init == "shell" {
+        // A target the server does not have: the emergency shell names the target,
+        // the server and what iscsistart said.
+        let opts = BootOptions {
+            timeout: Duration::from_secs(240),
+            type_when: Some((
+                "starting an emergency shell".into(),
+                "echo SHELL-ALIVE-$((6*7))\n".into(),
+            )),
+            stop_when: Some("SHELL-ALIVE-42".into()),
+            ..BootOptions::default()
+        };
+        let console = boot(
+            &env,
+            &ns,
+            "no such target",
+            &format!("root=iscsi:{SERVER}:::1:{TARGET}x {static_ip} rd.timeout=15 rd.shell"),
+            opts,
+        );
+        for want in [
+            &format!(
+                "network: iSCSI target {TARGET}x on {SERVER} port 3260: iscsistart: connection"
+            )[..],
+            "login rejected: initiator error - target not found (02/03)",
+            "eth0 mac=",
+            "SHELL-ALIVE-42",
+        ] {
+            if !console.contains(want) {
+                failed.push(format!(
+                    "no such target: the console does not show `{want}`"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}
+
 /// A server that is not there: the wait ends at rd.timeout in the emergency shell,
 /// which names the server and the interface's state, and answers; with each init.
 #[test]
@@ -363,6 +548,14 @@ nt_parse_nbd nbd:srv:1/e::discard; show
 root= nt_netroot=nbd:s:1/e; net_setup; echo "$root|$nt_want|$nt_ips|$net_kind"
 root=/dev/vg/lv nt_netroot=nbd:t:2/f; net_setup; echo "$root|$nt_root|$nt_server"
 net_arg BOOTIF=01-52-54-00-AB-CD-EF; echo "$nt_bootif"
+ishow() {{ echo "$nt_server|$nt_port|$nt_lun|$nt_target|$nt_user|$nt_pass|$nt_ruser|$nt_rpass|$nt_bad"; }}
+nt_parse_iscsi iscsi:10.0.0.1::3260:1:iqn.2026-12.org.example:root; ishow
+nt_parse_iscsi iscsi:srv::::iqn.2026-12.org.example:disk:2; ishow
+nt_parse_iscsi iscsi:me:secret@srv:6:3261:0:iqn.x:t; ishow
+nt_parse_iscsi iscsi:me:s:you:t@srv::::iqn.x:t; ishow
+nt_bad=; nt_parse_iscsi iscsi:srv::port::iqn.x:t; echo "$nt_bad"
+nt_bad=; nt_parse_iscsi iscsi:srv::::; echo "$nt_bad"
+nt_bad=; root=iscsi:s::::iqn.y:z nt_netroot=; net_setup; echo "$root|$nt_root|$nt_target|$nt_want"
 nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
 "#,
         lib = lib.display(),
@@ -378,6 +571,13 @@ nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
                 nbd:s:1/e|1|dhcp|boot\n\
                 /dev/vg/lv|nbd:t:2/f|t\n\
                 52:54:00:ab:cd:ef\n\
+                10.0.0.1|3260|1|iqn.2026-12.org.example:root|||||\n\
+                srv|3260|0|iqn.2026-12.org.example:disk:2|||||\n\
+                srv|3261|0|iqn.x:t|me|secret|||\n\
+                srv|3260|0|iqn.x:t|me|s|you|t|\n\
+                iscsi:srv::port::iqn.x:t: PORT and LUN are numbers (iscsi:SERVER:[PROTO]:[PORT]:[LUN]:TARGET)\n\
+                iscsi:srv::::: a server and a target name are needed (iscsi:SERVER:[PROTO]:[PORT]:[LUN]:TARGET)\n\
+                iscsi:s::::iqn.y:z|iscsi:s::::iqn.y:z|iqn.y:z|1\n\
                 24\n20\n16\n24\n";
     assert_eq!(out, want);
 }

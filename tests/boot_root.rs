@@ -210,7 +210,7 @@ fn describe(dir: &Path) -> Vec<Root> {
     ]
 }
 
-const EXT4_UUID: &str = "6f1c2a3b-0d4e-4c5f-8a9b-1c2d3e4f5a6b";
+pub(crate) const EXT4_UUID: &str = "6f1c2a3b-0d4e-4c5f-8a9b-1c2d3e4f5a6b";
 const BTRFS_PARTUUID: &str = "0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d";
 
 /// Makes the disks [`describe`] names in `dir`; returns their tokens in that order.

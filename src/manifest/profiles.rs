@@ -77,12 +77,12 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-network-generator"),
     ),
     (
-        "init/composer-nbd-root",
-        include_str!("../../profiles/init/composer-nbd-root"),
+        "init/composer-net-root",
+        include_str!("../../profiles/init/composer-net-root"),
     ),
     (
-        "init/composer-nbd-root.service",
-        include_str!("../../profiles/init/composer-nbd-root.service"),
+        "init/composer-net-root.service",
+        include_str!("../../profiles/init/composer-net-root.service"),
     ),
     (
         "init/composer-ssh",
@@ -189,7 +189,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-storage-generator",
             "init/composer-dhcp",
             "init/composer-network-generator",
-            "init/composer-nbd-root",
+            "init/composer-net-root",
             "init/composer-ssh",
             "init/composer-unlock",
         ],
