@@ -15,6 +15,11 @@
 //! of a target tgtd serves (read-only) in the namespace, logged in to with
 //! iscsistart; `netroot=iscsi:...` with `root=UUID=` and a static `ip=`, and
 //! `root=iscsi:...` (the LUN's disk is the root).
+//!
+//! NFS roots, as dracut-ng's TEST-60-NFS boots them: the same root's files exported
+//! read-only by nfs-ganesha (this host's kernel has no nfsd) with rpcbind, as NFSv3
+//! and NFSv4; `root=nfs:`, `root=/dev/nfs nfsroot=` and `root=dhcp` with DHCP's
+//! root-path, each init.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -233,7 +238,8 @@ fn an_nbd_root_boots_by_dhcp_by_a_static_address_and_by_dhcps_root_path() {
 }
 
 /// systemd-networkd brings the network up (ip= through systemd-network-generator);
-/// root=dhcp is the shell init's only.
+/// with root=dhcp, composer-net-root reads the root-path of networkd's lease and
+/// mounts the export.
 #[test]
 fn an_nbd_root_boots_with_systemd_by_dhcp_and_by_a_static_address() {
     nbd_root_boots("systemd");
@@ -258,12 +264,7 @@ fn nbd_root_boots(init: &'static str) {
         ("root-path", "root=dhcp rd.timeout=60".to_string()),
     ];
     let mut failed = Vec::new();
-    let boots = if init == "shell" {
-        &boots[..]
-    } else {
-        &boots[..2]
-    };
-    for (what, append) in boots {
+    for (what, append) in &boots {
         let opts = BootOptions {
             timeout: Duration::from_secs(240),
             ..BootOptions::default()
@@ -363,6 +364,141 @@ fn iscsi_target(ns: &Netns, disk: &Path) -> Option<()> {
         );
     }
     Some(())
+}
+
+/// nfs-ganesha and rpcbind in `ns`, exporting the files of the ext4 root `disk`
+/// read-only as /export (NFSv3 and NFSv4). Both run in a mount namespace of their own:
+/// the root's image is loop-mounted there and rpcbind's socket is in that namespace's
+/// own /run, so two tests' servers never meet, and the mounts go with the processes
+/// when the network namespace's are killed.
+fn nfs_server(ns: &Netns, disk: &Path, work: &Path) -> Option<()> {
+    let ganesha = support::require_tool("ganesha.nfsd", "nfs-ganesha, nfs-ganesha-vfs")?;
+    let rpcbind = support::require_tool("rpcbind", "rpcbind")?;
+    let unshare = support::require_tool("unshare", "util-linux")?;
+    let conf = work.join("ganesha.conf");
+    let log = work.join("ganesha.log");
+    fs::write(
+        &conf,
+        "NFS_CORE_PARAM {\n\
+         \tProtocols = 3, 4;\n\
+         \tEnable_NLM = false;\n\
+         \tEnable_RQUOTA = false;\n\
+         \tMNT_Port = 20048;\n\
+         \tMount_Path_Pseudo = true;\n\
+         }\n\
+         NFSV4 {\n\
+         \tGraceless = true;\n\
+         \tRecoveryRoot = /run/ganesha/recovery;\n\
+         }\n\
+         EXPORT {\n\
+         \tExport_Id = 1;\n\
+         \tPath = /run/export;\n\
+         \tPseudo = /export;\n\
+         \tAccess_Type = RO;\n\
+         \tSquash = No_Root_Squash;\n\
+         \tSecType = sys;\n\
+         \tProtocols = 3, 4;\n\
+         \tTransports = UDP, TCP;\n\
+         \tFSAL { Name = VFS; }\n\
+         }\n",
+    )
+    .unwrap();
+    let script = format!(
+        "set -e\n\
+         mount -t tmpfs tmpfs /run\n\
+         mkdir -p /run/export /run/ganesha/recovery\n\
+         mount -o loop,ro,noload {disk} /run/export\n\
+         {rpcbind} -w\n\
+         {ganesha} -f {conf} -L {log} -p /run/ganesha/pid -N NIV_EVENT\n",
+        disk = disk.display(),
+        rpcbind = rpcbind.display(),
+        ganesha = ganesha.display(),
+        conf = conf.display(),
+        log = log.display(),
+    );
+    ns.start(
+        &unshare,
+        &[
+            "--mount".into(),
+            "--propagation".into(),
+            "private".into(),
+            "sh".into(),
+            "-c".into(),
+            script,
+        ],
+    );
+    // Ready once ganesha says so (no grace period: Graceless).
+    for _ in 0..300 {
+        let said = fs::read_to_string(&log).unwrap_or_default();
+        if said.contains("NFS SERVER INITIALIZED") {
+            return Some(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "nfs-ganesha did not start within 30 s:\n{}",
+        fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+/// The ext4 root's files over NFS: `root=nfs:SERVER:/export:vers=3` (NFSv3),
+/// `root=/dev/nfs nfsroot=SERVER:/export` and `root=dhcp` with DHCP's root-path
+/// `SERVER:/export` (NFSv4, as mount.nfs chooses), all with `ip=dhcp`. The root's init
+/// says the type of its mount: nfs (v3) or nfs4.
+#[test]
+fn an_nfs_root_boots_as_v3_and_v4_with_the_shell_init() {
+    nfs_root_boots("shell");
+}
+
+#[test]
+fn an_nfs_root_boots_as_v3_and_v4_with_systemd() {
+    nfs_root_boots("systemd");
+}
+
+fn nfs_root_boots(init: &'static str) {
+    let Some(env) = env(init) else {
+        return;
+    };
+    if support::require_tool("mount.nfs", "nfs-common").is_none() {
+        return;
+    }
+    let work = Scratch::new("nfs-root");
+    let ns = Netns::new("nfs");
+    if nfs_server(&ns, &env.disk, work.path()).is_none() {
+        return;
+    }
+    servers(&env, &ns, work.path(), &format!("{SERVER}:/export"), true);
+    let boots = [
+        (
+            "root=nfs:",
+            format!("root=nfs:{SERVER}:/export:vers=3 ip=dhcp rd.timeout=90"),
+            "nfs",
+        ),
+        (
+            "nfsroot=",
+            format!("root=/dev/nfs nfsroot={SERVER}:/export ip=dhcp rd.timeout=90"),
+            "nfs4",
+        ),
+        ("root=dhcp", "root=dhcp rd.timeout=90".to_string(), "nfs4"),
+    ];
+    let mut failed = Vec::new();
+    for (what, append, fstype) in &boots {
+        let opts = BootOptions {
+            timeout: Duration::from_secs(240),
+            ..BootOptions::default()
+        };
+        let console = boot(&env, &ns, what, append, opts);
+        if let Some(l) = missing_program(&console) {
+            failed.push(format!("{what}: {l}"));
+        }
+        let want = format!("COMPOSER-ROOT-OK {} fs={fstype} pid=1", env.token);
+        if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+            failed.push(format!(
+                "{what} ({append}): the console does not show `{want}`"
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
 }
 
 /// An ext4 root on an iSCSI target: `netroot=iscsi:...` under `root=UUID=` with a static

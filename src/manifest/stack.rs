@@ -115,12 +115,53 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         )
         .with_hint("[stack] from_root reads /proc/self/mountinfo and /sys of the running machine")
     })?;
-    from_stack(&stack, keyfiles, &origin, &loaded.root)
+    let network = loaded.docs.iter().any(|d| {
+        Path::new(&*d.file)
+            .file_name()
+            .is_some_and(|n| n == "network.toml")
+    });
+    from_stack(&stack, keyfiles, network, &origin, &loaded.root)
+}
+
+/// The error for a root on the network in an image without the network
+/// profile: nothing in it would bring up an interface or mount the root.
+fn network_root_needs_the_profile(stack: &Stack, origin: &Origin) -> Result<()> {
+    for &t in &stack.tops {
+        let Layer::Filesystem(f) = &stack.layers[t].kind else {
+            continue;
+        };
+        if !crate::stack::is_network_fs(&f.fstype) {
+            continue;
+        }
+        return Err(Error::at(
+            origin.clone(),
+            format!(
+                "[stack]: {} is {} from {}: the image needs the network to reach it",
+                f.mountpoint, f.fstype, f.source
+            ),
+        )
+        .with_hint(format!(
+            "add the network profile (include = [\"hostonly\", \"network\"]) and boot with \
+             root={}:{} and ip= (see \"Network roots\" in the book)",
+            f.fstype, f.source
+        )));
+    }
+    Ok(())
 }
 
 /// What `[stack]` (at `origin`) adds for `stack`, with key files from
-/// `root` when `keyfiles`.
-fn from_stack(stack: &Stack, keyfiles: bool, origin: &Origin, root: &Path) -> Result<Found> {
+/// `root` when `keyfiles`; `network` when the image has the network
+/// profile (a root on NFS needs it).
+fn from_stack(
+    stack: &Stack,
+    keyfiles: bool,
+    network: bool,
+    origin: &Origin,
+    root: &Path,
+) -> Result<Found> {
+    if !network {
+        network_root_needs_the_profile(stack, origin)?;
+    }
     let mut found = Found {
         added: Vec::new(),
         programs: Vec::new(),
@@ -289,6 +330,36 @@ mod tests {
         }
     }
 
+    /// A root on NFS: mount.nfs, and an error naming the server and the
+    /// fix when the image lacks the network profile.
+    #[test]
+    fn an_nfs_root_needs_mount_nfs_and_the_network_profile() {
+        let f = Fake::new();
+        let stack = f.read(&root_on("0:53", "nfs4", "10.77.0.1:/export"), "");
+        let origin = Origin::new("m.toml".into(), 3, 1);
+        let root = tempfile::tempdir().unwrap();
+        let err = from_stack(&stack, false, false, &origin, root.path())
+            .err()
+            .expect("an error without the network profile");
+        let err = format!("{err}\n{}", err.hint().unwrap_or_default());
+        for want in [
+            "m.toml:3:1",
+            "/ is nfs4 from 10.77.0.1:/export: the image needs the network to reach it",
+            "include = [\"hostonly\", \"network\"]",
+            "root=nfs4:10.77.0.1:/export",
+        ] {
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        let found = from_stack(&stack, false, true, &origin, root.path()).unwrap();
+        let programs: Vec<String> = found
+            .programs
+            .iter()
+            .map(|p| p.name.display().to_string())
+            .collect();
+        assert_eq!(programs, ["mount.nfs"]);
+        assert!(found.added.is_empty());
+    }
+
     /// md RAID1 -> LUKS -> LVM: the programs each layer needs, once each,
     /// and the three files written from the model.
     #[test]
@@ -301,7 +372,7 @@ mod tests {
         let stack = f.read(&root_on("253:1", "ext4", "/dev/mapper/vg-root"), &tab);
         let origin = Origin::new("m.toml".into(), 3, 1);
         let root = tempfile::tempdir().unwrap();
-        let found = from_stack(&stack, false, &origin, root.path()).unwrap();
+        let found = from_stack(&stack, false, false, &origin, root.path()).unwrap();
         let programs: Vec<String> = found
             .programs
             .iter()
@@ -346,13 +417,13 @@ mod tests {
 
         // With key files: the root's key, 0400, named by its crypttab line;
         // a key the root lacks is an error naming the line.
-        let err = from_stack(&stack, true, &origin, root.path())
+        let err = from_stack(&stack, true, false, &origin, root.path())
             .err()
             .unwrap();
         assert!(err.to_string().contains("/etc/keys/root.key"), "{err}");
         std::fs::create_dir_all(root.path().join("etc/keys")).unwrap();
         std::fs::write(root.path().join("etc/keys/root.key"), "k").unwrap();
-        let found = from_stack(&stack, true, &origin, root.path()).unwrap();
+        let found = from_stack(&stack, true, false, &origin, root.path()).unwrap();
         let key = found
             .added
             .iter()
@@ -371,7 +442,7 @@ mod tests {
         // (said when missing) and drivers.
         let tab = format!("cryptroot UUID={LUKS_UUID} none luks,tpm2-device=auto\n");
         let tpm = f.read(&root_on("253:1", "ext4", "/dev/mapper/vg-root"), &tab);
-        let found = from_stack(&tpm, false, &origin, root.path()).unwrap();
+        let found = from_stack(&tpm, false, false, &origin, root.path()).unwrap();
         let libs: Vec<String> = found
             .programs
             .iter()
@@ -402,7 +473,7 @@ mod tests {
         let plain = Fake::new();
         plain.virtio(4, "vda", "254:0");
         let stack = plain.read(&root_on("254:0", "ext4", "/dev/vda"), "");
-        let found = from_stack(&stack, true, &origin, root.path()).unwrap();
+        let found = from_stack(&stack, true, false, &origin, root.path()).unwrap();
         assert!(found.added.is_empty() && found.programs.is_empty());
     }
 

@@ -7,7 +7,9 @@
 //! A [`Stack`] is a DAG of [`Layer`]s from each mounted [`Filesystem`] down
 //! to the disks: LVM volumes, dm-crypt mappings, md arrays, partitions,
 //! disks (with the devices up to the bus that name a driver by modalias),
-//! loop devices, multipath maps and other device-mapper devices. A layer
+//! loop devices, multipath maps and other device-mapper devices (an NFS
+//! filesystem is a layer with nothing below: its server is reached over
+//! the network, see [`is_network_fs`]). A layer
 //! may sit on several (an md array over two disks, a VG over two PVs, a
 //! btrfs over two devices); a layer two mounts share is there once. Each
 //! layer records the sysfs directory of its block device.
@@ -81,6 +83,13 @@ pub use model::{
 };
 pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;
+
+/// Whether a filesystem of type `fstype` is mounted from a server (its
+/// layer has no block device below it): the NFS roots composer's inits
+/// mount.
+pub fn is_network_fs(fstype: &str) -> bool {
+    matches!(fstype, "nfs" | "nfs4")
+}
 pub use sysfs::{
     mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH,
     MAX_ENTRIES, MAX_NODES,

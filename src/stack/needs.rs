@@ -134,6 +134,14 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
             let l = &stack.layers[id];
             let mut libraries = Vec::new();
             let (modules, programs) = match &l.kind {
+                // NFS: the client of its version (mount.nfs asks the kernel
+                // for it by name) and the program that mounts it.
+                Kind::Filesystem(f) if f.fstype == "nfs" => {
+                    (strings(&["fs-nfs", "nfsv3"]), strings(&["mount.nfs"]))
+                }
+                Kind::Filesystem(f) if f.fstype == "nfs4" => {
+                    (strings(&["fs-nfs4", "nfsv4"]), strings(&["mount.nfs"]))
+                }
                 Kind::Filesystem(f) => (
                     vec![format!("fs-{}", f.fstype)],
                     if f.fstype == "btrfs" && l.below.len() > 1 {

@@ -603,7 +603,9 @@ impl<'a> Reader<'a> {
         for d in &devices {
             below.extend(self.block(d, 1));
         }
-        if below.is_empty() {
+        // A filesystem over the network has no block device: its layer is
+        // the whole stack (what it needs is the network, see `needs`).
+        if below.is_empty() && !crate::stack::is_network_fs(&m.fstype) {
             return Err(no_block());
         }
         if fs.uuid.is_none() && below.len() == 1 {

@@ -718,6 +718,29 @@ fn mounts_and_names() {
     ));
     let e = read(&src("1 0 0:30 / / rw - overlay overlay rw\n"), &["/"]).unwrap_err();
     assert!(matches!(e, StackError::NoBlockDevice { .. }), "{e}");
+    // An NFS root is a filesystem over the network: a layer with nothing
+    // below, which needs its client modules and mount.nfs.
+    for (fstype, modules) in [("nfs", ["fs-nfs", "nfsv3"]), ("nfs4", ["fs-nfs4", "nfsv4"])] {
+        let mi = format!("1 0 0:53 / / rw - {fstype} 10.77.0.1:/export rw,vers=4.2\n");
+        let nfs = Sources {
+            sys: &sys,
+            dev: None,
+            mountinfo: &mi,
+            crypttab: "",
+        };
+        let s = read(&nfs, &["/"]).unwrap();
+        assert_eq!(
+            tree(&s),
+            format!("fs {fstype} / uuid=None label=None [0:53]\n")
+        );
+        let all = super::needs::needs(&s);
+        let n = need_of(
+            &all,
+            &format!("root filesystem {fstype} on 10.77.0.1:/export"),
+        );
+        assert_eq!(n.modules, modules);
+        assert_eq!(n.programs, ["mount.nfs"]);
+    }
     // A later mount point that is not mounted is left out.
     let vda = f.virtio(4, "vda", "254:0");
     let _ = vda;
