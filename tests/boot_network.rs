@@ -502,7 +502,8 @@ fn nfs_root_boots(init: &'static str) {
 }
 
 /// An ext4 root on an iSCSI target: `netroot=iscsi:...` under `root=UUID=` with a static
-/// `ip=`, and `root=iscsi:...` itself (by DHCP in the shell init).
+/// `ip=`, `root=iscsi:...` itself (by DHCP in the shell init), and `root=dhcp` with DHCP's
+/// root-path naming the target.
 #[test]
 fn an_iscsi_root_boots_with_the_shell_init() {
     iscsi_root_boots("shell");
@@ -525,7 +526,8 @@ fn iscsi_root_boots(init: &'static str) {
     if iscsi_target(&ns, &env.disk).is_none() {
         return;
     }
-    servers(&env, &ns, work.path(), "", true);
+    let root_path = format!("iscsi:{SERVER}:::1:{TARGET}");
+    servers(&env, &ns, work.path(), &root_path, true);
     let uuid = crate::boot_root::EXT4_UUID;
     let static_ip = format!("ip=10.77.0.9::{SERVER}:255.255.255.0:guest:eth0:off");
     let dynamic = if init == "shell" {
@@ -545,6 +547,7 @@ fn iscsi_root_boots(init: &'static str) {
             "root=iscsi",
             format!("root=iscsi:{SERVER}:::1:{TARGET} {dynamic} rd.timeout=90"),
         ),
+        ("root=dhcp", "root=dhcp rd.timeout=90".to_string()),
     ];
     let mut failed = Vec::new();
     for (what, append) in &boots {
@@ -561,6 +564,10 @@ fn iscsi_root_boots(init: &'static str) {
                 "{what} ({append}): the root's token was not printed"
             ));
             continue;
+        }
+        let said = format!("root-path from DHCP: {root_path}");
+        if *what == "root=dhcp" && !console.contains(&said) {
+            failed.push(format!("{what}: the init did not say `{said}`"));
         }
         // The initiator's name: the one given, else one made from the guest's MAC.
         let initiator = if *what == "netroot=iscsi" {

@@ -14,7 +14,7 @@ use crate::entry::{Kind, Links, Origin};
 use crate::error::{Error, Result, Warning};
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
-use crate::stack::{Kind as Layer, Stack};
+use crate::stack::{Kind as Layer, Remote, Stack};
 
 /// The most of a crypttab read.
 const MAX_CRYPTTAB: usize = 1 << 20;
@@ -124,27 +124,49 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
 }
 
 /// The error for a root on the network in an image without the network
-/// profile: nothing in it would bring up an interface or mount the root.
+/// profile: nothing in it would bring up an interface or reach the server.
 fn network_root_needs_the_profile(stack: &Stack, origin: &Origin) -> Result<()> {
+    let fail = |what: String, boot: String| {
+        Err(Error::at(
+            origin.clone(),
+            format!("[stack]: {what}: the image needs the network to reach it"),
+        )
+        .with_hint(format!(
+            "add the network profile (include = [\"hostonly\", \"network\"]) and boot with \
+             {boot} and ip= (see \"Network roots\" in the book)"
+        )))
+    };
     for &t in &stack.tops {
         let Layer::Filesystem(f) = &stack.layers[t].kind else {
             continue;
         };
-        if !crate::stack::is_network_fs(&f.fstype) {
-            continue;
+        if crate::stack::is_network_fs(&f.fstype) {
+            return fail(
+                format!("{} is {} from {}", f.mountpoint, f.fstype, f.source),
+                format!("root={}:{}", f.fstype, f.source),
+            );
         }
-        return Err(Error::at(
-            origin.clone(),
-            format!(
-                "[stack]: {} is {} from {}: the image needs the network to reach it",
-                f.mountpoint, f.fstype, f.source
+    }
+    for (id, l) in stack.layers.iter().enumerate() {
+        let Layer::Disk(d) = &l.kind else { continue };
+        let Some(remote) = &d.remote else { continue };
+        let what = crate::stack::describe(stack, id);
+        let boot = match remote {
+            Remote::Iscsi {
+                target,
+                address,
+                port,
+                lun,
+            } => format!(
+                "netroot=iscsi:{}::{}:{lun}:{target}",
+                address.as_deref().unwrap_or("SERVER"),
+                port.as_deref().unwrap_or("3260"),
             ),
-        )
-        .with_hint(format!(
-            "add the network profile (include = [\"hostonly\", \"network\"]) and boot with \
-             root={}:{} and ip= (see \"Network roots\" in the book)",
-            f.fstype, f.source
-        )));
+            Remote::Nbd => {
+                "netroot=nbd:SERVER:PORT[/EXPORT] (sysfs does not name the server)".into()
+            }
+        };
+        return fail(format!("the root's stack is on {what}"), boot);
     }
     Ok(())
 }
@@ -358,6 +380,34 @@ mod tests {
             .collect();
         assert_eq!(programs, ["mount.nfs"]);
         assert!(found.added.is_empty());
+    }
+
+    /// A root on an iSCSI LUN: iscsistart, and without the network profile
+    /// an error whose hint is the netroot= that reaches it.
+    #[test]
+    fn an_iscsi_root_needs_iscsistart_and_the_network_profile() {
+        let f = Fake::new();
+        f.iscsi_lun("iqn.2026-12.org.example:root");
+        let stack = f.read(&root_on("8:0", "ext4", "/dev/sda"), "");
+        let origin = Origin::new("m.toml".into(), 3, 1);
+        let root = tempfile::tempdir().unwrap();
+        let err = from_stack(&stack, false, false, &origin, root.path())
+            .err()
+            .expect("an error without the network profile");
+        let err = format!("{err}\n{}", err.hint().unwrap_or_default());
+        for want in [
+            "the root's stack is on iSCSI disk sda (LUN 1 of iqn.2026-12.org.example:root)",
+            "netroot=iscsi:10.77.0.1::3260:1:iqn.2026-12.org.example:root",
+        ] {
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        let found = from_stack(&stack, false, true, &origin, root.path()).unwrap();
+        let programs: Vec<String> = found
+            .programs
+            .iter()
+            .map(|p| p.name.display().to_string())
+            .collect();
+        assert_eq!(programs, ["iscsistart"]);
     }
 
     /// md RAID1 -> LUKS -> LVM: the programs each layer needs, once each,

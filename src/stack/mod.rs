@@ -79,7 +79,7 @@ pub use crypttab::parse as parse_crypttab;
 pub use luks::modules_of as cipher_modules;
 pub use model::{
     BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId,
-    Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Stack,
+    Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
 };
 pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;

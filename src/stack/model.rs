@@ -149,6 +149,24 @@ pub struct Disk {
     /// Devices with a modalias from the disk up to the bus: the disk's own
     /// device, its controller, the controller's bridge...
     pub devices: Vec<BusDevice>,
+    /// The server, for a disk the kernel reaches over the network.
+    pub remote: Option<Remote>,
+}
+
+/// A disk on a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remote {
+    /// A LUN of an iSCSI session: its target's name, the connection's
+    /// portal (as sysfs' `persistent_address` and `persistent_port` say,
+    /// when they are there), and the LUN.
+    Iscsi {
+        target: String,
+        address: Option<String>,
+        port: Option<String>,
+        lun: String,
+    },
+    /// An NBD device (sysfs does not say its server).
+    Nbd,
 }
 
 /// A device in sysfs that names the driver it wants.

@@ -1,7 +1,7 @@
 //! What each layer needs in the image: kernel modules (as modprobe names
 //! or aliases), programs, and a reason naming the layer.
 
-use super::model::{Crypt, CryptKind, Kind, LayerId, LvKind, Stack};
+use super::model::{Crypt, CryptKind, Kind, LayerId, LvKind, Remote, Stack};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Need {
@@ -53,7 +53,13 @@ pub fn describe(stack: &Stack, id: LayerId) -> String {
         },
         Kind::Md(m) => format!("md array {} ({}, {})", m.name, m.level, m.metadata),
         Kind::Partition(p) => format!("partition {}", p.name),
-        Kind::Disk(d) => format!("disk {}", d.name),
+        Kind::Disk(d) => match &d.remote {
+            Some(Remote::Iscsi { target, lun, .. }) => {
+                format!("iSCSI disk {} (LUN {lun} of {target})", d.name)
+            }
+            Some(Remote::Nbd) => format!("NBD disk {}", d.name),
+            None => format!("disk {}", d.name),
+        },
         Kind::Loop(l) => match &l.backing_file {
             Some(f) => format!("loop device {} ({f})", l.name),
             None => format!("loop device {}", l.name),
@@ -178,7 +184,16 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                     md_module(&m.level).into_iter().map(String::from).collect(),
                     strings(&["mdadm"]),
                 ),
-                Kind::Partition(_) | Kind::Disk(_) => (Vec::new(), Vec::new()),
+                // A disk on a server: its transport and the program that
+                // connects it (the network comes from the network profile).
+                Kind::Disk(d) => match &d.remote {
+                    Some(Remote::Iscsi { .. }) => {
+                        (strings(&["iscsi_tcp", "sd_mod"]), strings(&["iscsistart"]))
+                    }
+                    Some(Remote::Nbd) => (strings(&["nbd"]), strings(&["nbd-client"])),
+                    None => (Vec::new(), Vec::new()),
+                },
+                Kind::Partition(_) => (Vec::new(), Vec::new()),
                 Kind::Loop(_) => (strings(&["loop"]), Vec::new()),
                 Kind::Multipath(_) => (
                     strings(&["dm-mod", "dm-multipath"]),

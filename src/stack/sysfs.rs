@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::crypttab;
 use super::model::{
     BusDevice, Crypt, CryptKind, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId, Loop, LvKind,
-    Lvm, Mapper, Md, Multipath, Partition, Stack,
+    Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
 };
 use super::superblock;
 
@@ -271,6 +271,45 @@ impl<'a> Reader<'a> {
         out
     }
 
+    /// The server of the disk `name` at `path`: an iSCSI LUN is below
+    /// its session's directory (`.../hostH/sessionN/targetH:C:T/H:C:T:L/
+    /// block/sdX`), whose `iscsi_session/sessionN/targetname` names the
+    /// target and whose `connectionN:0` the portal; an NBD device is
+    /// `nbdN` with a `pid` or `backend` attribute, or under
+    /// `devices/virtual/block`.
+    fn remote(&self, path: &Path, name: &str) -> Option<Remote> {
+        let top = self.root.join("devices");
+        let mut lun = None;
+        let mut at = path.parent();
+        while let Some(d) = at.filter(|d| d.starts_with(&top) && *d != top) {
+            let base = d.file_name()?.to_string_lossy().into_owned();
+            if lun.is_none() && base.split(':').count() == 4 {
+                lun = base.rsplit(':').next().map(str::to_string);
+            }
+            if let Some(n) = base
+                .strip_prefix("session")
+                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            {
+                let target = self.attr(d, &format!("iscsi_session/{base}/targetname"))?;
+                let conn = format!("connection{n}:0/iscsi_connection/connection{n}:0");
+                return Some(Remote::Iscsi {
+                    target,
+                    address: self.attr(d, &format!("{conn}/persistent_address")),
+                    port: self.attr(d, &format!("{conn}/persistent_port")),
+                    lun: lun.unwrap_or_else(|| "0".into()),
+                });
+            }
+            at = d.parent();
+        }
+        let nbd = name
+            .strip_prefix("nbd")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        (nbd && (self.attr(path, "pid").is_some()
+            || self.attr(path, "backend").is_some()
+            || path.starts_with(self.root.join("devices/virtual/block"))))
+        .then_some(Remote::Nbd)
+    }
+
     /// The layer of the block device at `path` (canonical, inside sysfs)
     /// and everything below it.
     fn block(&mut self, path: &Path, depth: usize) -> Option<LayerId> {
@@ -353,6 +392,7 @@ impl<'a> Reader<'a> {
             Kind::Disk(Disk {
                 name: name.clone(),
                 devices: self.bus_chain(path),
+                remote: self.remote(path, &name),
             })
         };
         self.visiting.remove(path);

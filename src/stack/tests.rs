@@ -139,6 +139,28 @@ impl Fake {
         }
         p
     }
+    /// sda, LUN 1 of an iSCSI session to `target` at 10.77.0.1:3260, as the
+    /// kernel's iSCSI transport lays it out.
+    pub(crate) fn iscsi_lun(&self, target: &str) -> PathBuf {
+        let session = self.sys().join("devices/platform/host2/session1");
+        self.write(
+            &session,
+            "iscsi_session/session1/targetname",
+            &format!("{target}\n"),
+        );
+        let conn = "connection1:0/iscsi_connection/connection1:0";
+        self.write(
+            &session,
+            &format!("{conn}/persistent_address"),
+            "10.77.0.1\n",
+        );
+        self.write(&session, &format!("{conn}/persistent_port"), "3260\n");
+        self.write(&session, "target2:0:0/2:0:0:1/modalias", "scsi:t-0x00\n");
+        self.block(
+            "devices/platform/host2/session1/target2:0:0/2:0:0:1/block/sda",
+            "8:0",
+        )
+    }
     /// md127, RAID1 (1.2) over vda and vdb, with its UUID in sysfs.
     pub(crate) fn raid1_over_two_virtio_disks(&self) -> PathBuf {
         let vda = self.virtio(4, "vda", "254:0");
@@ -577,6 +599,56 @@ fn btrfs_over_two_devices_and_a_vg_over_two_pvs() {
         1
     );
     assert_eq!(need_of(&n, "/usr filesystem ext4").modules, ["fs-ext4"]);
+}
+
+/// Disks on a server: an iSCSI LUN names its target, portal and LUN; an NBD
+/// device is one; each needs its transport and the program that connects it.
+#[test]
+fn an_iscsi_lun_and_an_nbd_device() {
+    use super::model::Remote;
+    let f = Fake::new();
+    f.iscsi_lun("iqn.2026-12.org.example:root");
+    let nbd = f.block("devices/virtual/block/nbd0", "43:0");
+    f.write(&nbd, "pid", "412\n");
+    let s = f.read(&root_on("8:0", "ext4", "/dev/sda"), "");
+    let Kind::Disk(d) = &s.layers[s.layers[s.tops[0]].below[0]].kind else {
+        panic!("{}", tree(&s));
+    };
+    assert_eq!(
+        d.remote,
+        Some(Remote::Iscsi {
+            target: "iqn.2026-12.org.example:root".into(),
+            address: Some("10.77.0.1".into()),
+            port: Some("3260".into()),
+            lun: "1".into(),
+        })
+    );
+    assert_eq!(d.devices.len(), 1, "the SCSI device's modalias");
+    let all = needs(&s);
+    let n = need_of(
+        &all,
+        "iSCSI disk sda (LUN 1 of iqn.2026-12.org.example:root) under",
+    );
+    assert_eq!(n.modules, ["iscsi_tcp", "sd_mod"]);
+    assert_eq!(n.programs, ["iscsistart"]);
+
+    let s = f.read(&root_on("43:0", "ext4", "/dev/nbd0"), "");
+    let Kind::Disk(d) = &s.layers[s.layers[s.tops[0]].below[0]].kind else {
+        panic!("{}", tree(&s));
+    };
+    assert_eq!(d.remote, Some(Remote::Nbd));
+    let all = needs(&s);
+    let n = need_of(&all, "NBD disk nbd0 under");
+    assert_eq!(n.modules, ["nbd"]);
+    assert_eq!(n.programs, ["nbd-client"]);
+
+    // A local disk has no server.
+    f.virtio(4, "vda", "254:0");
+    let s = f.read(&root_on("254:0", "ext4", "/dev/vda"), "");
+    let Kind::Disk(d) = &s.layers[s.layers[s.tops[0]].below[0]].kind else {
+        panic!("{}", tree(&s));
+    };
+    assert_eq!(d.remote, None);
 }
 
 #[test]
