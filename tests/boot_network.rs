@@ -221,6 +221,34 @@ fn boot(env: &Env, ns: &Netns, what: &str, append: &str, opts: BootOptions) -> S
     r.console
 }
 
+/// One boot of a root on the network, the root's init saying its token and `fstype`;
+/// what went wrong is added to `failed`. The console when the root was reached.
+fn boot_to_root(
+    env: &Env,
+    ns: &Netns,
+    what: &str,
+    append: &str,
+    fstype: &str,
+    failed: &mut Vec<String>,
+) -> Option<String> {
+    let opts = BootOptions {
+        timeout: Duration::from_secs(240),
+        ..BootOptions::default()
+    };
+    let console = boot(env, ns, what, append, opts);
+    if let Some(l) = missing_program(&console) {
+        failed.push(format!("{what}: {l}"));
+    }
+    let want = format!("COMPOSER-ROOT-OK {} fs={fstype} pid=1", env.token);
+    if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+        failed.push(format!(
+            "{what} ({append}): the console does not show `{want}`"
+        ));
+        return None;
+    }
+    Some(console)
+}
+
 fn booted(console: &str, token: &str) -> bool {
     let want = format!("COMPOSER-ROOT-OK {token} fs=ext4 pid=1");
     console.lines().any(|l| l.trim_end().ends_with(&want))
@@ -265,20 +293,9 @@ fn nbd_root_boots(init: &'static str) {
     ];
     let mut failed = Vec::new();
     for (what, append) in &boots {
-        let opts = BootOptions {
-            timeout: Duration::from_secs(240),
-            ..BootOptions::default()
-        };
-        let console = boot(&env, &ns, what, append, opts);
-        if let Some(l) = missing_program(&console) {
-            failed.push(format!("{what}: {l}"));
-        }
-        if !booted(&console, &env.token) {
-            failed.push(format!(
-                "{what} ({append}): the root's token was not printed"
-            ));
+        let Some(console) = boot_to_root(&env, &ns, what, append, "ext4", &mut failed) else {
             continue;
-        }
+        };
         if init == "shell" {
             let said = match *what {
                 "static address" => "eth0: 10.77.0.9/24 via 10.77.0.1 (ip=)".to_string(),
@@ -483,20 +500,7 @@ fn nfs_root_boots(init: &'static str) {
     ];
     let mut failed = Vec::new();
     for (what, append, fstype) in &boots {
-        let opts = BootOptions {
-            timeout: Duration::from_secs(240),
-            ..BootOptions::default()
-        };
-        let console = boot(&env, &ns, what, append, opts);
-        if let Some(l) = missing_program(&console) {
-            failed.push(format!("{what}: {l}"));
-        }
-        let want = format!("COMPOSER-ROOT-OK {} fs={fstype} pid=1", env.token);
-        if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
-            failed.push(format!(
-                "{what} ({append}): the console does not show `{want}`"
-            ));
-        }
+        boot_to_root(&env, &ns, what, append, fstype, &mut failed);
     }
     assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
 }
@@ -551,20 +555,9 @@ fn iscsi_root_boots(init: &'static str) {
     ];
     let mut failed = Vec::new();
     for (what, append) in &boots {
-        let opts = BootOptions {
-            timeout: Duration::from_secs(240),
-            ..BootOptions::default()
-        };
-        let console = boot(&env, &ns, what, append, opts);
-        if let Some(l) = missing_program(&console) {
-            failed.push(format!("{what}: {l}"));
-        }
-        if !booted(&console, &env.token) {
-            failed.push(format!(
-                "{what} ({append}): the root's token was not printed"
-            ));
+        let Some(console) = boot_to_root(&env, &ns, what, append, "ext4", &mut failed) else {
             continue;
-        }
+        };
         let said = format!("root-path from DHCP: {root_path}");
         if *what == "root=dhcp" && !console.contains(&said) {
             failed.push(format!("{what}: the init did not say `{said}`"));

@@ -352,62 +352,61 @@ mod tests {
         }
     }
 
-    /// A root on NFS: mount.nfs, and an error naming the server and the
-    /// fix when the image lacks the network profile.
-    #[test]
-    fn an_nfs_root_needs_mount_nfs_and_the_network_profile() {
-        let f = Fake::new();
-        let stack = f.read(&root_on("0:53", "nfs4", "10.77.0.1:/export"), "");
+    /// A root on the network: the program that reaches it, and without the
+    /// network profile an error naming the server, with the root= or
+    /// netroot= that reaches it as the hint.
+    fn network_root(stack: &Stack, wants: &[&str], program: &str) {
         let origin = Origin::new("m.toml".into(), 3, 1);
         let root = tempfile::tempdir().unwrap();
-        let err = from_stack(&stack, false, false, &origin, root.path())
+        let err = from_stack(stack, false, false, &origin, root.path())
             .err()
             .expect("an error without the network profile");
         let err = format!("{err}\n{}", err.hint().unwrap_or_default());
         for want in [
             "m.toml:3:1",
-            "/ is nfs4 from 10.77.0.1:/export: the image needs the network to reach it",
+            "the image needs the network to reach it",
             "include = [\"hostonly\", \"network\"]",
-            "root=nfs4:10.77.0.1:/export",
-        ] {
+        ]
+        .iter()
+        .chain(wants)
+        {
             assert!(err.contains(want), "{want}: {err}");
         }
-        let found = from_stack(&stack, false, true, &origin, root.path()).unwrap();
+        let found = from_stack(stack, false, true, &origin, root.path()).unwrap();
         let programs: Vec<String> = found
             .programs
             .iter()
             .map(|p| p.name.display().to_string())
             .collect();
-        assert_eq!(programs, ["mount.nfs"]);
+        assert_eq!(programs, [program]);
         assert!(found.added.is_empty());
     }
 
-    /// A root on an iSCSI LUN: iscsistart, and without the network profile
-    /// an error whose hint is the netroot= that reaches it.
+    #[test]
+    fn an_nfs_root_needs_mount_nfs_and_the_network_profile() {
+        let f = Fake::new();
+        network_root(
+            &f.read(&root_on("0:53", "nfs4", "10.77.0.1:/export"), ""),
+            &[
+                "/ is nfs4 from 10.77.0.1:/export",
+                "root=nfs4:10.77.0.1:/export",
+            ],
+            "mount.nfs",
+        );
+    }
+
     #[test]
     fn an_iscsi_root_needs_iscsistart_and_the_network_profile() {
         let f = Fake::new();
         f.iscsi_lun("iqn.2026-12.org.example:root");
-        let stack = f.read(&root_on("8:0", "ext4", "/dev/sda"), "");
-        let origin = Origin::new("m.toml".into(), 3, 1);
-        let root = tempfile::tempdir().unwrap();
-        let err = from_stack(&stack, false, false, &origin, root.path())
-            .err()
-            .expect("an error without the network profile");
-        let err = format!("{err}\n{}", err.hint().unwrap_or_default());
-        for want in [
-            "the root's stack is on iSCSI disk sda (LUN 1 of iqn.2026-12.org.example:root)",
-            "netroot=iscsi:10.77.0.1::3260:1:iqn.2026-12.org.example:root",
-        ] {
-            assert!(err.contains(want), "{want}: {err}");
-        }
-        let found = from_stack(&stack, false, true, &origin, root.path()).unwrap();
-        let programs: Vec<String> = found
-            .programs
-            .iter()
-            .map(|p| p.name.display().to_string())
-            .collect();
-        assert_eq!(programs, ["iscsistart"]);
+        network_root(
+            &f.read(&root_on("8:0", "ext4", "/dev/sda"), ""),
+            &[
+                "the root's stack is on iSCSI disk sda (LUN 1 of iqn.2026-12.org.example:root)",
+                "netroot=iscsi:10.77.0.1::3260:1:iqn.2026-12.org.example:root",
+            ],
+            "iscsistart",
+        );
     }
 
     /// md RAID1 -> LUKS -> LVM: the programs each layer needs, once each,
