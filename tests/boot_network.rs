@@ -14,7 +14,9 @@
 //! iSCSI roots, as dracut-ng's TEST-70-ISCSI boots them: the same ext4 root as LUN 1
 //! of a target tgtd serves (read-only) in the namespace, logged in to with
 //! iscsistart; `netroot=iscsi:...` with `root=UUID=` and a static `ip=`, and
-//! `root=iscsi:...` (the LUN's disk is the root).
+//! `root=iscsi:...` (the LUN's disk is the root), `root=dhcp` with an iSCSI root-path,
+//! and the boot firmware's table (iBFT) iPXE leaves when it boots the guest from the
+//! network with `sanhook`.
 //!
 //! NFS roots, as dracut-ng's TEST-60-NFS boots them: the same root's files exported
 //! read-only by nfs-ganesha (this host's kernel has no nfsd) with rpcbind, as NFSv3
@@ -80,14 +82,15 @@ impl Netns {
         );
     }
 
-    /// qemu's network card on the tap device.
-    fn qemu_args(&self) -> Vec<std::ffi::OsString> {
+    /// qemu's network card on the tap device; without its option ROM (iPXE) unless
+    /// the guest boots from the network.
+    fn qemu_args(&self, netboot: bool) -> Vec<std::ffi::OsString> {
+        let rom = if netboot { "" } else { ",romfile=" };
         [
             "-netdev",
             "tap,id=n0,ifname=tap0,script=no,downscript=no",
             "-device",
-            // No option ROM: the firmware has nothing to boot from the network.
-            &format!("virtio-net-pci,netdev=n0,mac={MAC},romfile="),
+            &format!("virtio-net-pci,netdev=n0,mac={MAC}{rom}"),
         ]
         .iter()
         .map(Into::into)
@@ -203,7 +206,7 @@ fn boot(env: &Env, ns: &Netns, what: &str, append: &str, opts: BootOptions) -> S
         append.push_str(" systemd.show_status=1 systemd.default_timeout_start_sec=120");
     }
     let mut extra_args = opts.extra_args.clone();
-    extra_args.extend(ns.qemu_args());
+    extra_args.extend(ns.qemu_args(opts.netboot));
     let opts = BootOptions {
         memory_mib: 1024,
         extra_append: append,
@@ -611,6 +614,99 @@ fn iscsi_root_boots(init: &'static str) {
     assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
 }
 
+/// The iSCSI boot firmware's table: the network card's firmware (iPXE) hooks LUN 1 of
+/// the target with `sanhook`, which leaves an iBFT in memory, and loads the kernel and
+/// image by TFTP (dnsmasq); `rd.iscsi.firmware=1` logs in to the target the table names
+/// and the root is found by `root=UUID=` on its disk.
+#[test]
+fn the_boot_firmwares_iscsi_target_carries_the_root_with_the_shell_init() {
+    ibft_root_boots("shell");
+}
+
+#[test]
+fn the_boot_firmwares_iscsi_target_carries_the_root_with_systemd() {
+    ibft_root_boots("systemd");
+}
+
+fn ibft_root_boots(init: &'static str) {
+    let Some(env) = env(init) else {
+        return;
+    };
+    if support::require_tool("iscsistart", "open-iscsi").is_none() {
+        return;
+    }
+    let work = Scratch::new("iscsi-ibft");
+    let ns = Netns::new("ibft");
+    if iscsi_target(&ns, &env.disk).is_none() {
+        return;
+    }
+    let tftp = work.path().join("tftp");
+    fs::create_dir_all(&tftp).unwrap();
+    fs::copy(&env.kernel.vmlinuz, tftp.join("vmlinuz")).unwrap();
+    fs::copy(&env.image, tftp.join("initrd.img")).unwrap();
+    // dnsmasq serves only what every user may read (the image is written 0600).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(tftp.join("initrd.img"), fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let uuid = crate::boot_root::EXT4_UUID;
+    // The command line is the script's (boot() passes none with netboot).
+    let show = if init == "systemd" {
+        " systemd.show_status=1"
+    } else {
+        ""
+    };
+    fs::write(
+        tftp.join("boot.ipxe"),
+        format!(
+            "#!ipxe\n\
+             sanhook iscsi:{SERVER}:::1:{TARGET}\n\
+             kernel tftp://{SERVER}/vmlinuz console=ttyS0 rdinit=/init panic=-1 quiet \
+             root=UUID={uuid} rd.iscsi.firmware=1 ip=dhcp rd.timeout=90{show}\n\
+             initrd tftp://{SERVER}/initrd.img\n\
+             boot\n"
+        ),
+    )
+    .unwrap();
+    ns.start(
+        &env.dnsmasq,
+        &[
+            "--conf-file=/dev/null".into(),
+            "--port=0".into(),
+            "--no-hosts".into(),
+            "--no-resolv".into(),
+            "--user=root".into(),
+            "--interface=tap0".into(),
+            "--bind-dynamic".into(),
+            "--dhcp-range=10.77.0.100,10.77.0.150,255.255.255.0,1h".into(),
+            "--dhcp-boot=boot.ipxe".into(),
+            "--enable-tftp".into(),
+            format!("--tftp-root={}", tftp.display()),
+            format!("--dhcp-leasefile={}", work.path().join("leases").display()),
+            format!("--pid-file={}", work.path().join("dnsmasq.pid").display()),
+        ],
+    );
+    let opts = BootOptions {
+        timeout: Duration::from_secs(300),
+        netboot: true,
+        ..BootOptions::default()
+    };
+    let console = boot(&env, &ns, "iBFT", "", opts);
+    let mut failed = Vec::new();
+    if let Some(l) = missing_program(&console) {
+        failed.push(l.to_string());
+    }
+    for want in [
+        &format!("logged in to the boot firmware's iSCSI targets: {TARGET}")[..],
+        &format!("COMPOSER-ROOT-OK {} fs=ext4 pid=1", env.token),
+    ] {
+        if !console.contains(want) {
+            failed.push(format!("the console does not show `{want}`"));
+        }
+    }
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}
+
 /// A server that is not there: the wait ends at rd.timeout in the emergency shell,
 /// which names the server and the interface's state, and answers; with each init.
 #[test]
@@ -692,6 +788,7 @@ nt_parse_iscsi iscsi:me:s:you:t@srv::::iqn.x:t; ishow
 nt_bad=; nt_parse_iscsi iscsi:srv::port::iqn.x:t; echo "$nt_bad"
 nt_bad=; nt_parse_iscsi iscsi:srv::::; echo "$nt_bad"
 nt_bad=; root=iscsi:s::::iqn.y:z nt_netroot=; net_setup; echo "$root|$nt_root|$nt_target|$nt_want"
+nt_want=; net_arg rd.iscsi.firmware=1; root=UUID=x nt_netroot=; net_setup; echo "$nt_root|$nt_want"
 nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
 "#,
         lib = lib.display(),
@@ -714,6 +811,7 @@ nt_prefix 255.255.255.0; nt_prefix 255.255.240.0; nt_prefix 16; nt_prefix ''
                 iscsi:srv::port::iqn.x:t: PORT and LUN are numbers (iscsi:SERVER:[PROTO]:[PORT]:[LUN]:TARGET)\n\
                 iscsi:srv::::: a server and a target name are needed (iscsi:SERVER:[PROTO]:[PORT]:[LUN]:TARGET)\n\
                 iscsi:s::::iqn.y:z|iscsi:s::::iqn.y:z|iqn.y:z|1\n\
+                iscsi-firmware|1\n\
                 24\n20\n16\n24\n";
     assert_eq!(out, want);
 }

@@ -730,6 +730,10 @@ pub struct BootOptions {
     pub cpu: String,
     /// The network namespace qemu runs in (for a tap device made there).
     pub netns: Option<String>,
+    /// Boot from the network card's firmware (`-boot n`) instead of `-kernel`: the
+    /// kernel, image and command line come from the network (the caller's DHCP and
+    /// TFTP servers), and the kernel and image given are not used.
+    pub netboot: bool,
 }
 
 /// OVMF for a UEFI boot (Debian's ovmf package).
@@ -756,6 +760,7 @@ impl Default for BootOptions {
             uefi: None,
             cpu: "max".into(),
             netns: None,
+            netboot: false,
         }
     }
 }
@@ -851,6 +856,9 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     cmd.args(["-accel", "tcg", "-cpu", &opts.cpu, "-smp", "1", "-m"])
         .arg(opts.memory_mib.to_string());
     match &opts.uefi {
+        None if opts.netboot => {
+            cmd.args(["-boot", "n"]);
+        }
         None => {
             cmd.arg("-kernel")
                 .arg(&kernel.vmlinuz)
