@@ -461,10 +461,10 @@ fn nfs_server(ns: &Netns, disk: &Path, work: &Path) -> Option<()> {
     );
 }
 
-/// The ext4 root's files over NFS: `root=nfs:SERVER:/export:vers=3` (NFSv3),
-/// `root=/dev/nfs nfsroot=SERVER:/export` and `root=dhcp` with DHCP's root-path
-/// `SERVER:/export` (NFSv4, as mount.nfs chooses), all with `ip=dhcp`. The root's init
-/// says the type of its mount: nfs (v3) or nfs4.
+/// The ext4 root's files over NFS: `root=nfs:SERVER:/export` and `root=dhcp` with
+/// DHCP's root-path `SERVER:/export` (NFSv4, as mount.nfs chooses), and
+/// `root=/dev/nfs nfsroot=SERVER:/export,vers=3` (NFSv3), all with `ip=dhcp`. The
+/// root's init says the type of its mount: nfs (v3) or nfs4.
 #[test]
 fn an_nfs_root_boots_as_v3_and_v4_with_the_shell_init() {
     nfs_root_boots("shell");
@@ -491,13 +491,13 @@ fn nfs_root_boots(init: &'static str) {
     let boots = [
         (
             "root=nfs:",
-            format!("root=nfs:{SERVER}:/export:vers=3 ip=dhcp rd.timeout=90"),
-            "nfs",
+            format!("root=nfs:{SERVER}:/export ip=dhcp rd.timeout=90"),
+            "nfs4",
         ),
         (
             "nfsroot=",
-            format!("root=/dev/nfs nfsroot={SERVER}:/export ip=dhcp rd.timeout=90"),
-            "nfs4",
+            format!("root=/dev/nfs nfsroot={SERVER}:/export,vers=3 ip=dhcp rd.timeout=90"),
+            "nfs",
         ),
         ("root=dhcp", "root=dhcp rd.timeout=90".to_string(), "nfs4"),
     ];

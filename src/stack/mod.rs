@@ -78,18 +78,11 @@ pub use config::{crypttab, lvm_conf, mdadm_conf};
 pub use crypttab::parse as parse_crypttab;
 pub use luks::modules_of as cipher_modules;
 pub use model::{
-    BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId,
-    Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
+    is_network_fs, BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk, Filesystem, Kind,
+    Layer, LayerId, Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
 };
 pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;
-
-/// Whether a filesystem of type `fstype` is mounted from a server (its
-/// layer has no block device below it): the NFS roots composer's inits
-/// mount.
-pub fn is_network_fs(fstype: &str) -> bool {
-    matches!(fstype, "nfs" | "nfs4")
-}
 pub use sysfs::{
     mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH,
     MAX_ENTRIES, MAX_NODES,

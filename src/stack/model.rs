@@ -3,6 +3,13 @@
 
 use std::path::PathBuf;
 
+/// Whether a filesystem of type `fstype` is mounted from a server (its
+/// layer has no block device below it): the NFS roots composer's inits
+/// mount.
+pub fn is_network_fs(fstype: &str) -> bool {
+    matches!(fstype, "nfs" | "nfs4")
+}
+
 /// A layer's index in [`Stack::layers`].
 pub type LayerId = usize;
 

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::crypttab;
 use super::model::{
-    BusDevice, Crypt, CryptKind, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId, Loop, LvKind,
-    Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
+    is_network_fs, BusDevice, Crypt, CryptKind, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId,
+    Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
 };
 use super::superblock;
 
@@ -645,7 +645,7 @@ impl<'a> Reader<'a> {
         }
         // A filesystem over the network has no block device: its layer is
         // the whole stack (what it needs is the network, see `needs`).
-        if below.is_empty() && !crate::stack::is_network_fs(&m.fstype) {
+        if below.is_empty() && !is_network_fs(&m.fstype) {
             return Err(no_block());
         }
         if fs.uuid.is_none() && below.len() == 1 {
