@@ -183,21 +183,47 @@ fn servers(env: &Env, ns: &Netns, work: &Path, root_path: &str, readonly: bool) 
     )
     .unwrap();
     ns.start(&env.nbd_server, &["-C".into(), conf.display().to_string()]);
-    ns.start(
-        &env.dnsmasq,
-        &[
-            "--conf-file=/dev/null".into(),
-            "--port=0".into(),
-            "--no-hosts".into(),
-            "--no-resolv".into(),
-            "--interface=tap0".into(),
-            "--bind-dynamic".into(),
-            "--dhcp-range=10.77.0.100,10.77.0.150,255.255.255.0,1h".into(),
-            format!("--dhcp-option=option:root-path,{root_path}"),
-            format!("--dhcp-leasefile={}", work.join("leases").display()),
-            format!("--pid-file={}", work.join("dnsmasq.pid").display()),
-        ],
+    dhcp_server(
+        env,
+        ns,
+        work,
+        &[format!("--dhcp-option=option:root-path,{root_path}")],
     );
+}
+
+/// dnsmasq as the DHCP server on the namespace's tap device (no DNS), with `extra`
+/// options; its lease and pid files in `work`.
+fn dhcp_server(env: &Env, ns: &Netns, work: &Path, extra: &[String]) {
+    let mut args: Vec<String> = [
+        "--conf-file=/dev/null",
+        "--port=0",
+        "--no-hosts",
+        "--no-resolv",
+        "--interface=tap0",
+        "--bind-dynamic",
+        "--dhcp-range=10.77.0.100,10.77.0.150,255.255.255.0,1h",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.push(format!(
+        "--dhcp-leasefile={}",
+        work.join("leases").display()
+    ));
+    args.push(format!("--pid-file={}", work.join("dnsmasq.pid").display()));
+    args.extend_from_slice(extra);
+    ns.start(&env.dnsmasq, &args);
+}
+
+/// What an iSCSI boot needs: the network environment, a scratch directory and a
+/// namespace whose tgtd serves the root as LUN 1 of TARGET.
+fn iscsi_env(init: &'static str, tag: &str) -> Option<(Env, Scratch, Netns)> {
+    let env = env(init)?;
+    support::require_tool("iscsistart", "open-iscsi")?;
+    let work = Scratch::new(&format!("iscsi-{tag}"));
+    let ns = Netns::new(tag);
+    iscsi_target(&ns, &env.disk)?;
+    Some((env, work, ns))
 }
 
 fn boot(env: &Env, ns: &Netns, what: &str, append: &str, opts: BootOptions) -> String {
@@ -522,17 +548,9 @@ fn an_iscsi_root_boots_with_systemd() {
 }
 
 fn iscsi_root_boots(init: &'static str) {
-    let Some(env) = env(init) else {
+    let Some((env, work, ns)) = iscsi_env(init, "iscsi") else {
         return;
     };
-    if support::require_tool("iscsistart", "open-iscsi").is_none() {
-        return;
-    }
-    let work = Scratch::new("iscsi-root");
-    let ns = Netns::new("iscsi");
-    if iscsi_target(&ns, &env.disk).is_none() {
-        return;
-    }
     let root_path = format!("iscsi:{SERVER}:::1:{TARGET}");
     servers(&env, &ns, work.path(), &root_path, true);
     let uuid = crate::boot_root::EXT4_UUID;
@@ -629,17 +647,9 @@ fn the_boot_firmwares_iscsi_target_carries_the_root_with_systemd() {
 }
 
 fn ibft_root_boots(init: &'static str) {
-    let Some(env) = env(init) else {
+    let Some((env, work, ns)) = iscsi_env(init, "ibft") else {
         return;
     };
-    if support::require_tool("iscsistart", "open-iscsi").is_none() {
-        return;
-    }
-    let work = Scratch::new("iscsi-ibft");
-    let ns = Netns::new("ibft");
-    if iscsi_target(&ns, &env.disk).is_none() {
-        return;
-    }
     let tftp = work.path().join("tftp");
     fs::create_dir_all(&tftp).unwrap();
     fs::copy(&env.kernel.vmlinuz, tftp.join("vmlinuz")).unwrap();
@@ -668,22 +678,15 @@ fn ibft_root_boots(init: &'static str) {
         ),
     )
     .unwrap();
-    ns.start(
-        &env.dnsmasq,
+    dhcp_server(
+        &env,
+        &ns,
+        work.path(),
         &[
-            "--conf-file=/dev/null".into(),
-            "--port=0".into(),
-            "--no-hosts".into(),
-            "--no-resolv".into(),
             "--user=root".into(),
-            "--interface=tap0".into(),
-            "--bind-dynamic".into(),
-            "--dhcp-range=10.77.0.100,10.77.0.150,255.255.255.0,1h".into(),
             "--dhcp-boot=boot.ipxe".into(),
             "--enable-tftp".into(),
             format!("--tftp-root={}", tftp.display()),
-            format!("--dhcp-leasefile={}", work.path().join("leases").display()),
-            format!("--pid-file={}", work.path().join("dnsmasq.pid").display()),
         ],
     );
     let opts = BootOptions {
