@@ -37,6 +37,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-init"),
     ),
     (
+        "init/api.fstab",
+        include_str!("../../profiles/init/api.fstab"),
+    ),
+    (
         "init/initrd-release",
         include_str!("../../profiles/init/initrd-release"),
     ),
