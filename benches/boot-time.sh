@@ -11,7 +11,9 @@
 #   --boots N          boots of each image (default 5); the boots of the images take
 #                      turns, so that a slow spell of the machine hits all of them
 #   --images LIST      comma-separated subset of: composer-shell, composer-systemd,
-#                      dracut, mkinitramfs-most (default: all)
+#                      dracut, mkinitramfs-most, composer-shell-hostonly,
+#                      composer-systemd-hostonly, dracut-hostonly, mkinitramfs-dep
+#                      (default: all)
 #   --compressions     also the generic shell image with each compression (none, lz4,
 #                      zstd 1, zstd 3, zstd 19, gzip, xz): what the kernel pays to unpack it
 #   --work DIR         where images, root and logs go
@@ -31,6 +33,15 @@
 #   dracut             dracut --no-hostonly --kver V --kmoddir DIR (with this machine's
 #                      systemd and udev, as Debian's dracut builds it)
 #   mkinitramfs-most   mkinitramfs with MODULES=most (Debian's default configuration)
+#   composer-shell-hostonly, composer-systemd-hostonly
+#                      the same with include = ["hostonly"]: this machine's root stack
+#   dracut-hostonly    dracut --hostonly, plus --add-drivers "virtio_pci virtio_blk":
+#                      a machine whose kernel has those built in gives dracut no
+#                      module for them, and the guest's root is on virtio-blk
+#   mkinitramfs-dep    mkinitramfs with MODULES=dep
+# The hostonly images are made for this machine, so they are built only when its
+# root is an ext4 filesystem on a virtio disk, as the guest's is (a virtual
+# machine's); elsewhere the script says so and leaves them out.
 #
 # Every boot: -accel kvm|tcg -cpu host|max -smp N -m 2048, the kernel command line
 # "console=ttyS0 root=UUID=... ro quiet printk.time=1 panic=-1". From each boot:
@@ -46,7 +57,7 @@
 set -euo pipefail
 
 boots=5
-images_wanted=composer-shell,composer-systemd,dracut,mkinitramfs-most
+images_wanted=composer-shell,composer-systemd,dracut,mkinitramfs-most,composer-shell-hostonly,composer-systemd-hostonly,dracut-hostonly,mkinitramfs-dep
 work="${TMPDIR:-/tmp}/composer-boot-bench"
 kernel_root=
 smp=2
@@ -81,8 +92,24 @@ for b in /bin/busybox /usr/bin/busybox; do
     [ -x "$b" ] && file -L "$b" 2>/dev/null | grep -q 'statically linked' && busybox=$b
 done
 [ -n "$busybox" ] || die "no static busybox (Debian package busybox-static)"
-if wanted dracut; then need dracut "Debian package dracut-core"; fi
-if wanted mkinitramfs-most; then need mkinitramfs "Debian package initramfs-tools"; fi
+# Hostonly images only where this machine's root is like the guest's.
+root_source=$(findmnt -n -o SOURCE / 2>/dev/null || true)
+root_fstype=$(findmnt -n -o FSTYPE / 2>/dev/null || true)
+root_disk=$(lsblk -n -d -o PKNAME "$root_source" 2>/dev/null | head -n 1 || true)
+[ -n "$root_disk" ] || root_disk=${root_source#/dev/}
+root_driver=$(basename "$(readlink -f "/sys/class/block/$root_disk/device/driver" 2>/dev/null)" 2>/dev/null || true)
+if [ "$root_fstype" != ext4 ] || [ "$root_driver" != virtio_blk ]; then
+    hostonly_wanted=
+    for i in ${images_wanted//,/ }; do
+        case "$i" in *hostonly | mkinitramfs-dep) hostonly_wanted=1 ;; esac
+    done
+    if [ -n "$hostonly_wanted" ]; then
+        echo "== leaving out the hostonly images: this machine's root ($root_source, ${root_fstype:-?} on ${root_driver:-?}) is not ext4 on virtio-blk like the guest's" >&2
+        images_wanted=$(echo ",$images_wanted," | sed 's/,[a-z-]*hostonly,/,/g; s/,mkinitramfs-dep,/,/g; s/^,//; s/,$//')
+    fi
+fi
+if wanted dracut || wanted dracut-hostonly; then need dracut "Debian package dracut-core"; fi
+if wanted mkinitramfs-most || wanted mkinitramfs-dep; then need mkinitramfs "Debian package initramfs-tools"; fi
 
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
@@ -129,9 +156,10 @@ mkfs.ext4 -q -F -U "$uuid" -L bootbench -d "$work/rootfs" "$work/root.img" 64M
 declare -a names
 echo "== the images" >&2
 composer_image() { # NAME INIT [COMPRESSION [LEVEL]]
-    local m="$work/$1.toml"
+    local m="$work/$1.toml" profile=generic
+    case "$1" in *-hostonly) profile=hostonly ;; esac
     {
-        echo 'include = ["generic"]'
+        echo "include = [\"$profile\"]"
         echo "init = \"$2\""
         if [ -n "${3:-}" ]; then
             printf '\n[[segment]]\nname = "main"\ncompression = "%s"\n' "$3"
@@ -143,19 +171,27 @@ composer_image() { # NAME INIT [COMPRESSION [LEVEL]]
 }
 if wanted composer-shell; then composer_image composer-shell shell; fi
 if wanted composer-systemd; then composer_image composer-systemd systemd; fi
-if wanted dracut; then
-    echo "-- dracut" >&2
-    "$work/ns/run" dracut -q --no-hostonly --force --kver "$kver" --kmoddir "$kdir" "$work/dracut.img" 2>"$work/dracut.log" ||
-        { cat "$work/dracut.log" >&2; die "dracut failed"; }
-    names+=(dracut)
-fi
-if wanted mkinitramfs-most; then
-    echo "-- mkinitramfs" >&2
-    mkinitramfs_conf "$work/mkinitramfs-most" most zstd
-    "$work/ns/run" mkinitramfs -d "$work/mkinitramfs-most" -o "$work/mkinitramfs-most.img" "$kver" 2>"$work/mkinitramfs.log" ||
-        { cat "$work/mkinitramfs.log" >&2; die "mkinitramfs failed"; }
-    names+=(mkinitramfs-most)
-fi
+dracut_image() { # NAME DRACUT-OPTIONS...
+    local n=$1
+    shift
+    echo "-- $n" >&2
+    "$work/ns/run" dracut -q "$@" --force --kver "$kver" --kmoddir "$kdir" "$work/$n.img" 2>"$work/$n.log" ||
+        { cat "$work/$n.log" >&2; die "dracut failed"; }
+    names+=("$n")
+}
+mkinitramfs_image() { # NAME MODULES
+    echo "-- $1" >&2
+    mkinitramfs_conf "$work/$1" "$2" zstd
+    "$work/ns/run" mkinitramfs -d "$work/$1" -o "$work/$1.img" "$kver" 2>"$work/$1.log" ||
+        { cat "$work/$1.log" >&2; die "mkinitramfs failed"; }
+    names+=("$1")
+}
+if wanted dracut; then dracut_image dracut --no-hostonly; fi
+if wanted mkinitramfs-most; then mkinitramfs_image mkinitramfs-most most; fi
+if wanted composer-shell-hostonly; then composer_image composer-shell-hostonly shell; fi
+if wanted composer-systemd-hostonly; then composer_image composer-systemd-hostonly systemd; fi
+if wanted dracut-hostonly; then dracut_image dracut-hostonly --hostonly --add-drivers "virtio_pci virtio_blk"; fi
+if wanted mkinitramfs-dep; then mkinitramfs_image mkinitramfs-dep dep; fi
 if [ -n "$compressions" ]; then
     composer_image shell-none shell none
     composer_image shell-lz4 shell lz4
@@ -232,11 +268,17 @@ col() { # IMAGE AWK-EXPRESSION
     echo
     echo "Kernel: $kver (Debian's package). Medians of $boots boots each, seconds after boot."
     echo
-    echo "| Image | Size [MB] | Unpack [s] | /init [s] | Root's init [s] | Initrd userspace [s] |"
-    echo "|:---|---:|---:|---:|---:|---:|"
+    echo "The last column: the initrd userspace against dracut's image of the same profile (--hostonly for the hostonly images and MODULES=dep, else --no-hostonly)."
+    echo
+    echo "| Image | Size [MB] | Unpack [s] | /init [s] | Root's init [s] | Initrd userspace [s] | vs dracut |"
+    echo "|:---|---:|---:|---:|---:|---:|---:|"
     for n in "${names[@]}"; do
         size=$(awk -v s="$(stat -c %s "$work/$n.img")" 'BEGIN { printf "%.1f", s / 1e6 }')
-        echo "| $n | $size | $(col "$n" '$4 - $3') | $(col "$n" '$5') | $(col "$n" '$6') | $(col "$n" '$6 - $5') |"
+        initrd=$(col "$n" '$6 - $5')
+        peer=dracut
+        case "$n" in *hostonly | mkinitramfs-dep) peer=dracut-hostonly ;; esac
+        ratio=$(awk -v a="$initrd" -v b="$(col "$peer" '$6 - $5')" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2fx", a / b; else print "-" }')
+        echo "| $n | $size | $(col "$n" '$4 - $3') | $(col "$n" '$5') | $(col "$n" '$6') | $initrd | $ratio |"
     done
 } >"$work/report.md"
 cat "$work/report.md"
