@@ -302,6 +302,10 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         "/initrd-switch-root.service",
         "/kmod-static-nodes.service",
         "rules.d/70-composer-fs.rules",
+        "/composer-fs-module@.service",
+        "/systemd-sysctl.service.d/composer.conf",
+        "/systemd-tmpfiles-setup.service.d/composer.conf",
+        "/systemd-ask-password-console.service.d/composer-console.conf",
     ] {
         assert!(has(p), "the systemd image has no {p}");
     }

@@ -109,6 +109,18 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-console.service"),
     ),
     (
+        "init/console-first.conf",
+        include_str!("../../profiles/init/console-first.conf"),
+    ),
+    (
+        "init/sysctl-if-configured.conf",
+        include_str!("../../profiles/init/sysctl-if-configured.conf"),
+    ),
+    (
+        "init/tmpfiles-if-configured.conf",
+        include_str!("../../profiles/init/tmpfiles-if-configured.conf"),
+    ),
+    (
         "init/composer-switch-check",
         include_str!("../../profiles/init/composer-switch-check"),
     ),
@@ -127,6 +139,10 @@ const FILES: &[(&str, &str)] = &[
     (
         "init/70-composer-fs.rules",
         include_str!("../../profiles/init/70-composer-fs.rules"),
+    ),
+    (
+        "init/composer-fs-module@.service",
+        include_str!("../../profiles/init/composer-fs-module@.service"),
     ),
 ];
 
