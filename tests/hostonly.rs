@@ -180,16 +180,20 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
             .arg(&image)
             .arg("etc/modules-load.d/composer.conf"),
     );
-    let load: BTreeSet<String> = String::from_utf8_lossy(&load.stdout)
+    let order: Vec<String> = String::from_utf8_lossy(&load.stdout)
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| l.trim().to_string())
         .collect();
-    eprintln!("hostonly modules-load: {load:?}");
-    assert!(
-        load.contains(&fstype),
-        "hostonly: the load list does not name {fstype}: {load:?}"
+    eprintln!("hostonly modules-load: {order:?}");
+    // In the order the boot needs them: the disk's drivers first, the
+    // filesystem's module (the top layer of the stack) last.
+    assert_eq!(
+        order.last(),
+        Some(&fstype),
+        "hostonly: the load list does not end with the root's {fstype}: {order:?}"
     );
+    let load: BTreeSet<String> = order.into_iter().collect();
     let strangers: Vec<_> = load.difference(&got).collect();
     assert!(
         strangers.is_empty(),

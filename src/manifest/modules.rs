@@ -370,20 +370,28 @@ pub(super) fn add_all(
                     });
                 }
                 // Each layer: a disk's drivers by its devices' modaliases,
-                // the modules the layer itself needs by name.
+                // the modules the layer itself needs by name. What the init
+                // loads first lists the disks' drivers from the bus down (a
+                // controller's before its disk's), then the layers' modules
+                // from the disk up (the filesystem's last): the order the
+                // boot needs them in.
+                let mut layer_load: Vec<Vec<String>> = Vec::new();
                 for need in crate::stack::needs(&stack) {
                     if r.load {
-                        // What the init loads first: the modules the layer
-                        // needs, found as modprobe finds them.
-                        for name in &need.modules {
-                            rootfs_load
-                                .extend(sel.tree.lookup(name).into_iter().map(|f| f.obj.name));
-                        }
+                        // Found as modprobe finds them.
+                        layer_load.push(
+                            need.modules
+                                .iter()
+                                .flat_map(|name| sel.tree.lookup(name))
+                                .map(|f| f.obj.name)
+                                .collect(),
+                        );
                     }
                     if let crate::stack::Kind::Disk(d) = &stack.layers[need.layer].kind {
                         if r.load {
-                            // A disk's drivers, by its devices' modaliases.
-                            for b in &d.devices {
+                            // A disk's drivers, by its devices' modaliases
+                            // (listed from the disk up).
+                            for b in d.devices.iter().rev() {
                                 rootfs_load.extend(
                                     sel.tree.lookup(&b.modalias).into_iter().map(|f| f.obj.name),
                                 );
@@ -413,6 +421,7 @@ pub(super) fn add_all(
                         sel.add_query_head(name, &head, &request);
                     }
                 }
+                rootfs_load.extend(layer_load.into_iter().rev().flatten());
                 // Keyboards, for an emergency shell.
                 let scan = host::HostScan {
                     devices: host::keyboards(Path::new("/sys")),
