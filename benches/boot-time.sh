@@ -6,7 +6,7 @@
 # kernel's timestamps from dmesg, and powers off.
 #
 # Usage: benches/boot-time.sh [--boots N] [--images LIST] [--work DIR] [--kernel-root DIR]
-#                             [--smp N] [--compressions]
+#                             [--smp N] [--compressions] [--no-layered]
 #
 #   --boots N          boots of each image (default 5); the boots of the images take
 #                      turns, so that a slow spell of the machine hits all of them
@@ -14,6 +14,12 @@
 #                      dracut, mkinitramfs-most, composer-shell-hostonly,
 #                      composer-systemd-hostonly, dracut-hostonly, mkinitramfs-dep
 #                      (default: all)
+#   --no-layered       leave out the layered root: by default each generic image also
+#                      boots a root on LVM (a logical volume of a volume group on
+#                      virtio-blk, root=/dev/mapper/benchvg-root), which the initrd has
+#                      to find and activate; its rows are NAME@lvm. The volume group is
+#                      written on this machine without device-mapper (lvm2's tools with
+#                      activation off), the filesystem copied into the volume's extents
 #   --compressions     also the generic shell image with each compression (none, lz4,
 #                      zstd 1, zstd 3, zstd 19, gzip, xz): what the kernel pays to unpack it
 #   --work DIR         where images, root and logs go
@@ -62,6 +68,7 @@ work="${TMPDIR:-/tmp}/composer-boot-bench"
 kernel_root=
 smp=2
 compressions=
+layered=1
 extras=()
 
 while [ $# -gt 0 ]; do
@@ -72,6 +79,7 @@ while [ $# -gt 0 ]; do
         --kernel-root) kernel_root="$2"; shift 2 ;;
         --smp) smp="$2"; shift 2 ;;
         --compressions) compressions=1; shift ;;
+        --no-layered) layered=; shift ;;
         --extra) extras+=("$2"); shift 2 ;;
         -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
@@ -107,6 +115,10 @@ if [ "$root_fstype" != ext4 ] || [ "$root_driver" != virtio_blk ]; then
         echo "== leaving out the hostonly images: this machine's root ($root_source, ${root_fstype:-?} on ${root_driver:-?}) is not ext4 on virtio-blk like the guest's" >&2
         images_wanted=$(echo ",$images_wanted," | sed 's/,[a-z-]*hostonly,/,/g; s/,mkinitramfs-dep,/,/g; s/^,//; s/,$//')
     fi
+fi
+if [ -n "$layered" ] && ! command -v pvcreate >/dev/null; then
+    echo "== leaving out the layered (LVM) root: no pvcreate (Debian package lvm2)" >&2
+    layered=
 fi
 if wanted dracut || wanted dracut-hostonly; then need dracut "Debian package dracut-core"; fi
 if wanted mkinitramfs-most || wanted mkinitramfs-dep; then need mkinitramfs "Debian package initramfs-tools"; fi
@@ -151,6 +163,45 @@ chmod 755 "$work/rootfs/sbin/init"
 printf 'ID=bootbench\nNAME="boot benchmark root"\n' >"$work/rootfs/etc/os-release"
 rm -f "$work/root.img"
 mkfs.ext4 -q -F -U "$uuid" -L bootbench -d "$work/rootfs" "$work/root.img" 64M
+
+# The layered root: the same filesystem in the logical volume benchvg/root, the only
+# one of a volume group on one disk. This machine may have no device-mapper: the
+# volume is created with activation off (lvm2 then writes only its metadata), and the
+# filesystem copied into its extents, which are contiguous on the one disk.
+lvm_cfg='global { activation = 0 } devices { use_devicesfile = 0 }'
+lvm_loop=
+lvm_cleanup() {
+    if [ -n "$lvm_loop" ]; then
+        vgchange --config "$lvm_cfg" -q -an benchvg >/dev/null 2>&1 || true
+        losetup -d "$lvm_loop" 2>/dev/null || true
+        lvm_loop=
+    fi
+}
+if [ -n "$layered" ]; then
+    echo "== the layered root (LVM)" >&2
+    trap 'lvm_cleanup; peer_cleanup' EXIT
+    rm -f "$work/lvm.img"
+    truncate -s 96M "$work/lvm.img"
+    lvm_loop=$(losetup -f --show "$work/lvm.img") || die "losetup failed (root, loop devices)"
+    export LVM_SUPPRESS_FD_WARNINGS=1
+    pvcreate --config "$lvm_cfg" -q -f "$lvm_loop" >/dev/null 2>&1 &&
+        vgcreate --config "$lvm_cfg" -q benchvg "$lvm_loop" >/dev/null 2>&1 &&
+        lvcreate --config "$lvm_cfg" -q -an -Zn -y -L 64M -n root benchvg >/dev/null 2>&1 ||
+        die "could not write the volume group benchvg on $lvm_loop"
+    # One segment: the volume's extents START-END on the disk, after the first extent's
+    # offset.
+    range=$(lvs --config "$lvm_cfg" --noheadings -o seg_pe_ranges benchvg/root 2>/dev/null | tr -d ' ')
+    pe_start=$(pvs --config "$lvm_cfg" --noheadings --units b --nosuffix -o pe_start "$lvm_loop" 2>/dev/null | tr -d ' ')
+    extent=$(vgs --config "$lvm_cfg" --noheadings --units b --nosuffix -o vg_extent_size benchvg 2>/dev/null | tr -d ' ')
+    first=${range##*:}
+    first=${first%-*}
+    [ "${range%%:*}" = "$lvm_loop" ] && [ -n "$pe_start" ] && [ -n "$extent" ] && [ -n "$first" ] ||
+        die "unexpected layout of benchvg/root: '$range' (pe_start $pe_start, extent $extent)"
+    lvm_cleanup
+    dd if="$work/root.img" of="$work/lvm.img" bs=1M seek=$(((pe_start + first * extent) / 1048576)) \
+        conv=notrunc status=none
+    trap peer_cleanup EXIT
+fi
 
 # The images.
 declare -a names
@@ -219,14 +270,21 @@ if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
         >/dev/null 2>&1 </dev/null || rc=$?
     [ "$rc" != 124 ] || accel=(-accel kvm -cpu host)
 fi
-append="console=ttyS0 root=UUID=$uuid ro quiet printk.time=1 panic=-1"
+append="ro quiet printk.time=1 panic=-1"
+# Each run: an image on a root. The generic images also on the layered root.
+runs=("${names[@]}")
+if [ -n "$layered" ]; then
+    for n in composer-shell composer-systemd dracut mkinitramfs-most; do
+        case " ${names[*]} " in *" $n "*) runs+=("$n@lvm") ;; esac
+    done
+fi
 
 # One boot: prints "unpack_start unpack_end run_init root" (seconds after boot).
-boot() { # IMAGE LOG
+boot() { # IMAGE LOG DISK ROOT
     timeout 300 qemu-system-x86_64 "${accel[@]}" -smp "$smp" -m 2048 \
         -nographic -no-reboot -nodefaults -serial stdio -monitor none \
-        -kernel "$vmlinuz" -initrd "$1" -append "$append" \
-        -drive "file=$work/root.img,format=raw,if=virtio,snapshot=on" </dev/null >"$2" 2>&1 || true
+        -kernel "$vmlinuz" -initrd "$1" -append "console=ttyS0 root=$4 $append" \
+        -drive "file=$3,format=raw,if=virtio,snapshot=on" </dev/null >"$2" 2>&1 || true
     tr -d '\r' <"$2" | awk '
         function ts(line) { sub(/^[^[]*\[ */, "", line); sub(/\].*/, "", line); return line }
         /BOOTBENCH dmesg .*Trying to unpack rootfs/ { us = ts($0) }
@@ -240,13 +298,17 @@ boot() { # IMAGE LOG
         }'
 }
 
-echo "== $boots boots of ${#names[@]} images (${accel[*]}, -smp $smp)" >&2
+echo "== $boots boots of ${#runs[@]} images and roots (${accel[*]}, -smp $smp)" >&2
 mkdir -p "$work/logs"
 printf 'image\tboot\tunpack_start\tunpack_end\trun_init\troot\n' >"$work/boots.tsv"
 for ((i = 1; i <= boots; i++)); do
-    for n in "${names[@]}"; do
+    for n in "${runs[@]}"; do
         log="$work/logs/$n-$i.log"
-        if ! r=$(boot "$work/$n.img" "$log"); then
+        case "$n" in
+        *@lvm) disk=$work/lvm.img root=/dev/mapper/benchvg-root ;;
+        *) disk=$work/root.img root=UUID=$uuid ;;
+        esac
+        if ! r=$(boot "$work/${n%@lvm}.img" "$log" "$disk" "$root"); then
             tail -n 30 "$log" >&2
             die "$n did not reach the root (boot $i; console in $log)"
         fi
@@ -268,15 +330,18 @@ col() { # IMAGE AWK-EXPRESSION
     echo
     echo "Kernel: $kver (Debian's package). Medians of $boots boots each, seconds after boot."
     echo
-    echo "The last column: the initrd userspace against dracut's image of the same profile (--hostonly for the hostonly images and MODULES=dep, else --no-hostonly)."
+    echo "The last column: the initrd userspace against dracut's image of the same profile (--hostonly for the hostonly images and MODULES=dep, else --no-hostonly) and root (NAME@lvm: the root on LVM)."
     echo
     echo "| Image | Size [MB] | Unpack [s] | /init [s] | Root's init [s] | Initrd userspace [s] | vs dracut |"
     echo "|:---|---:|---:|---:|---:|---:|---:|"
-    for n in "${names[@]}"; do
-        size=$(awk -v s="$(stat -c %s "$work/$n.img")" 'BEGIN { printf "%.1f", s / 1e6 }')
+    for n in "${runs[@]}"; do
+        size=$(awk -v s="$(stat -c %s "$work/${n%@lvm}.img")" 'BEGIN { printf "%.1f", s / 1e6 }')
         initrd=$(col "$n" '$6 - $5')
         peer=dracut
-        case "$n" in *hostonly | mkinitramfs-dep) peer=dracut-hostonly ;; esac
+        case "$n" in
+        *@lvm) peer=dracut@lvm ;;
+        *hostonly | mkinitramfs-dep) peer=dracut-hostonly ;;
+        esac
         ratio=$(awk -v a="$initrd" -v b="$(col "$peer" '$6 - $5')" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2fx", a / b; else print "-" }')
         echo "| $n | $size | $(col "$n" '$4 - $3') | $(col "$n" '$5') | $(col "$n" '$6') | $initrd | $ratio |"
     done
