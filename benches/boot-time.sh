@@ -320,6 +320,23 @@ done
 
 # Medians per image.
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m }'; }
+# The median over the rounds of IMAGE's initrd time over PEER's in the same round: the
+# boots of one round run one after the other, so a slow spell of the machine weighs on
+# both sides of each ratio.
+paired() { # IMAGE PEER
+    awk -F '\t' -v img="$1" -v peer="$2" '
+        NR > 1 && $1 == img { a[$2] = $6 - $5 }
+        NR > 1 && $1 == peer { b[$2] = $6 - $5 }
+        END { for (i in a) if ((i in b) && b[i] > 0) printf "%.4f\n", a[i] / b[i] }' "$work/boots.tsv" | median
+}
+# The median over the rounds of IMAGE's time to the root's init minus the fastest of the
+# PEERS' (comma-separated) in the same round: below 0, IMAGE reached the root first.
+ahead() { # IMAGE PEERS
+    awk -F '\t' -v img="$1" -v peers=",$2," '
+        NR > 1 && $1 == img { a[$2] = $6 }
+        NR > 1 && index(peers, "," $1 ",") { if (!($2 in b) || $6 < b[$2]) b[$2] = $6 }
+        END { for (i in a) if (i in b) printf "%.4f\n", a[i] - b[i] }' "$work/boots.tsv" | median
+}
 col() { # IMAGE AWK-EXPRESSION
     awk -F '\t' -v img="$1" "NR > 1 && \$1 == img && \$3 != \"-\" && \$4 != \"-\" { print $2 }" "$work/boots.tsv" | median
 }
@@ -330,10 +347,10 @@ col() { # IMAGE AWK-EXPRESSION
     echo
     echo "Kernel: $kver (Debian's package). Medians of $boots boots each, seconds after boot."
     echo
-    echo "The last column: the initrd userspace against dracut's image of the same profile (--hostonly for the hostonly images and MODULES=dep, else --no-hostonly) and root (NAME@lvm: the root on LVM)."
+    echo "vs dracut: the initrd userspace against dracut's image of the same profile (--hostonly for the hostonly images and MODULES=dep, else --no-hostonly) and root (NAME@lvm: the root on LVM); the median of the images' medians, and the median of the rounds' ratios (each round boots every image once, one after the other, so that a slow spell weighs on both sides of a ratio). vs best peer: composer's time to the root's init minus the fastest peer image's (dracut's or initramfs-tools' of the same profile and root) in the same round, the median of the rounds; below 0 composer reached the root first."
     echo
-    echo "| Image | Size [MB] | Unpack [s] | /init [s] | Root's init [s] | Initrd userspace [s] | vs dracut |"
-    echo "|:---|---:|---:|---:|---:|---:|---:|"
+    echo "| Image | Size [MB] | Unpack [s] | /init [s] | Root's init [s] | Initrd userspace [s] | vs dracut | vs dracut, by round | vs best peer, by round [s] |"
+    echo "|:---|---:|---:|---:|---:|---:|---:|---:|---:|"
     for n in "${runs[@]}"; do
         size=$(awk -v s="$(stat -c %s "$work/${n%@lvm}.img")" 'BEGIN { printf "%.1f", s / 1e6 }')
         initrd=$(col "$n" '$6 - $5')
@@ -343,7 +360,18 @@ col() { # IMAGE AWK-EXPRESSION
         *hostonly | mkinitramfs-dep) peer=dracut-hostonly ;;
         esac
         ratio=$(awk -v a="$initrd" -v b="$(col "$peer" '$6 - $5')" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2fx", a / b; else print "-" }')
-        echo "| $n | $size | $(col "$n" '$4 - $3') | $(col "$n" '$5') | $(col "$n" '$6') | $initrd | $ratio |"
+        by_round=$(paired "$n" "$peer")
+        [ "$by_round" = - ] || by_round="${by_round}x"
+        case "$n" in
+        *@lvm) peers=dracut@lvm,mkinitramfs-most@lvm ;;
+        *hostonly | mkinitramfs-dep) peers=dracut-hostonly,mkinitramfs-dep ;;
+        *) peers=dracut,mkinitramfs-most ;;
+        esac
+        case "$n" in
+        dracut* | mkinitramfs*) lead=- ;;
+        *) lead=$(ahead "$n" "$peers") ;;
+        esac
+        echo "| $n | $size | $(col "$n" '$4 - $3') | $(col "$n" '$5') | $(col "$n" '$6') | $initrd | $ratio | $by_round | $lead |"
     done
 } >"$work/report.md"
 cat "$work/report.md"
