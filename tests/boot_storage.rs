@@ -197,20 +197,13 @@ impl Disks {
         self.dir.join("keyfile")
     }
 
-    /// qemu's arguments for these disks on virtio-blk, snapshot=on.
+    /// qemu's arguments for these disks on virtio-blk, snapshot=on, each with its
+    /// name as its serial.
     pub(crate) fn attach(&self, names: &[&str]) -> Vec<std::ffi::OsString> {
-        let mut args = Vec::new();
-        for n in names {
-            args.push("-drive".into());
-            args.push(
-                format!(
-                    "file={},format=raw,snapshot=on,if=virtio",
-                    self.disk(n).display()
-                )
-                .into(),
-            );
-        }
-        args
+        names
+            .iter()
+            .flat_map(|n| support::virtio_disk(&self.disk(n), n, ",snapshot=on"))
+            .collect()
     }
 }
 

@@ -338,19 +338,23 @@ pub(crate) fn module_tree(kernel: &DebianKernel, dir: &Path, into: &Path) {
     );
 }
 
-/// The guest's device of a matrix disk, the matrix's disks attached from `/dev/vd{first}`.
-fn dev(name: &str, first: u8) -> String {
-    let i = DISKS.iter().position(|(n, _)| *n == name).unwrap();
-    format!("/dev/vd{}", (first + i as u8) as char)
+/// The guest's device of a matrix disk: a command substitution of the guest's
+/// `disk` function (the disks carry their names as serials, [`Disks::attach`]).
+fn dev(name: &str) -> String {
+    assert!(
+        DISKS.iter().any(|(n, _)| *n == name),
+        "no matrix disk {name}"
+    );
+    format!("$(disk {name})")
 }
 
 /// What the guest runs after its own work: the matrix's stacks brought up (as the
 /// running machine would have them, udev's by-uuid and by-label links made by hand
 /// since no udev runs there), each root mounted read-only under /tmp/mnt, and each row
 /// checked with `check-boot --root`. The images are in /tmp/matrix, the results go
-/// to /out/matrix. `k` is check-boot's kernel options, `first` the letter of the
-/// first matrix disk.
-pub(crate) fn guest_script(k: &str, first: u8) -> String {
+/// to /out/matrix. `k` is check-boot's kernel options. The guest finds the
+/// matrix's disks by their serials.
+pub(crate) fn guest_script(k: &str) -> String {
     let mut checks = String::new();
     for (i, r) in rows().iter().enumerate() {
         checks.push_str(&format!(
@@ -364,7 +368,7 @@ pub(crate) fn guest_script(k: &str, first: u8) -> String {
     }
     format!(
         r#"# --- check-boot against the storage matrix ---
-$b mkdir -p /out/matrix
+{disk_fn}$b mkdir -p /out/matrix
 export DM_DISABLE_UDEV=1
 $b mkdir -p /run/mdadm /run/cryptsetup /run/lock/lvm 2>/dev/null \
     || {{ $b mount -t tmpfs tmpfs /run && $b mkdir -p /run/mdadm /run/cryptsetup /run/lock/lvm; }}
@@ -423,21 +427,22 @@ EOF
 }} >/out/matrix/setup.log 2>&1
 {checks}$b cat /proc/self/mountinfo >/out/matrix/mountinfo
 "#,
+        disk_fn = support::GUEST_DISK_FN,
         pass = PASSPHRASE,
-        md090_a = dev("md090-a", first),
-        md090_b = dev("md090-b", first),
-        md12_a = dev("md12-a", first),
-        md12_b = dev("md12-b", first),
-        r5_a = dev("raid5-a", first),
-        r5_b = dev("raid5-b", first),
-        r5_c = dev("raid5-c", first),
-        enc_a = dev("enc-a", first),
-        enc_b = dev("enc-b", first),
-        lm_a = dev("lm-a", first),
-        lm_b = dev("lm-b", first),
+        md090_a = dev("md090-a"),
+        md090_b = dev("md090-b"),
+        md12_a = dev("md12-a"),
+        md12_b = dev("md12-b"),
+        r5_a = dev("raid5-a"),
+        r5_b = dev("raid5-b"),
+        r5_c = dev("raid5-c"),
+        enc_a = dev("enc-a"),
+        enc_b = dev("enc-b"),
+        lm_a = dev("lm-a"),
+        lm_b = dev("lm-b"),
         raid5 = RAID5_FS_UUID,
-        btrfs_a = dev("btrfs-a", first),
-        btrfs_b = dev("btrfs-b", first),
+        btrfs_a = dev("btrfs-a"),
+        btrfs_b = dev("btrfs-b"),
     )
 }
 

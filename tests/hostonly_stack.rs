@@ -34,10 +34,11 @@ b=/usr/bin/busybox
 $b mount -t proc proc /proc 2>/dev/null
 $b mount -t sysfs sysfs /sys 2>/dev/null
 $b mount -t devtmpfs devtmpfs /dev 2>/dev/null
+DISK_FN
 case "$($b cat /proc/cmdline)" in
 *composer.phase=build*)
     $b mount -t tmpfs tmpfs /tmp
-    $b tar -xf /dev/vdd -C /tmp && $b sh /tmp/build.sh
+    $b tar -xf "$(disk out)" -C /tmp && $b sh /tmp/build.sh
     ;;
 *)
     echo "COMPOSER-ROOT-OK $($b cat /token) pid=$$"
@@ -45,7 +46,7 @@ case "$($b cat /proc/cmdline)" in
 esac
 $b poweroff -f
 "#
-    .to_string()
+    .replace("DISK_FN\n", support::GUEST_DISK_FN)
 }
 
 /// The build the guest runs (from the output disk, beside this build's composer):
@@ -57,13 +58,13 @@ fn guest_build(kver: &str) -> String {
         .map(|v| format!("{}:{}", v.name, v.exclude))
         .collect();
     let variants = variants.join(" ");
-    // The storage matrix's disks follow the guest's four (vda..vdd).
-    let matrix = crate::check_matrix::guest_script("$k", b'e');
+    let matrix = crate::check_matrix::guest_script("$k");
+    let disk_fn = support::GUEST_DISK_FN;
     format!(
         r#"b=/usr/bin/busybox
 export PATH=/usr/sbin:/usr/bin HOME=/tmp
-$b mount -t tmpfs tmpfs /out
-$b mount -o ro /dev/vdc /kmod || echo "HOSTONLY-GUEST: no module disk"
+{disk_fn}$b mount -t tmpfs tmpfs /out
+$b mount -o ro "$(disk kmod)" /kmod || echo "HOSTONLY-GUEST: no module disk"
 echo 'include = ["hostonly"]' > /tmp/initrd.toml
 k="--kver {kver} --kmoddir /kmod/{kver}"
 /tmp/composer build $k /tmp/initrd.toml -o /out/hostonly.img --no-sync >/out/build.log 2>&1
@@ -105,7 +106,8 @@ set +f
     >/out/variants/{NO_XTS}-any-cpu.json 2>>/out/variants.log
 echo $? >/out/variants/{NO_XTS}-any-cpu.rc
 {matrix}$b cat /proc/self/mountinfo >/out/mountinfo
-(cd /out && $b tar -cf /dev/vdd .)
+out=$(disk out)
+(cd /out && $b tar -cf "$out" .)
 $b sync
 echo "HOSTONLY-GUEST: built, rc $($b cat /out/build.rc)"
 "#
@@ -223,7 +225,7 @@ fn make_disks(kernel: &DebianKernel) -> Option<PathBuf> {
     ] {
         support::require_tool(tool, pkg)?;
     }
-    support::cached_asset("hostonly-stack-v2", |dir| {
+    support::cached_asset("hostonly-stack-v3", |dir| {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let work = dir.join("work");
         let stage = work.join("stage");
@@ -292,14 +294,6 @@ fn make_disks(kernel: &DebianKernel) -> Option<PathBuf> {
     })
 }
 
-fn drive(path: &Path, snapshot: bool) -> [std::ffi::OsString; 2] {
-    let snap = if snapshot { ",snapshot=on" } else { "" };
-    [
-        "-drive".into(),
-        format!("file={},format=raw,if=virtio{snap}", path.display()).into(),
-    ]
-}
-
 /// The modules an `composer inspect` listing holds.
 fn modules(inspect: &str) -> BTreeSet<String> {
     inspect
@@ -357,10 +351,24 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
         .and_then(|f| f.set_len(768 << 20))
         .unwrap();
     let mut args: Vec<std::ffi::OsString> = Vec::new();
-    args.extend(drive(&dir.join("raid-a.img"), true));
-    args.extend(drive(&dir.join("raid-b.img"), true));
-    args.extend(drive(&dir.join("kmod.img"), true));
-    args.extend(drive(&out, false));
+    // The guest finds its disks by their serials: the generic image's init loads
+    // the disks' drivers side by side, so their names may not follow this order.
+    args.extend(support::virtio_disk(
+        &dir.join("raid-a.img"),
+        "raid-a",
+        ",snapshot=on",
+    ));
+    args.extend(support::virtio_disk(
+        &dir.join("raid-b.img"),
+        "raid-b",
+        ",snapshot=on",
+    ));
+    args.extend(support::virtio_disk(
+        &dir.join("kmod.img"),
+        "kmod",
+        ",snapshot=on",
+    ));
+    args.extend(support::virtio_disk(&out, "out", ""));
     let mut build_args = args.clone();
     build_args.extend(crate::check_matrix::all_disks(&matrix_disks));
     let stack = format!("root=/dev/cmphost/root rd.luks.uuid={LUKS_UUID} rd.timeout=120");

@@ -1088,6 +1088,45 @@ pub fn parse_newc(data: &[u8]) -> Result<Vec<NewcEntry>, String> {
     }
 }
 
+/// qemu's arguments for the raw disk image `path` on virtio-blk with the serial
+/// `serial` (also its drive id, so unique in a guest); `opts` go to `-drive` (e.g.
+/// `,snapshot=on`). A guest script finds the disk by its serial ([`GUEST_DISK_FN`]),
+/// not by its name: virtio disks are named in the order their driver probes them,
+/// and an init that loads drivers side by side (as both of composer's do, as udev
+/// does) may load virtio_blk while virtio_pci is still adding the disks.
+pub fn virtio_disk(path: &Path, serial: &str, opts: &str) -> [OsString; 4] {
+    assert!(
+        serial.len() <= 20,
+        "a virtio-blk serial has at most 20 bytes"
+    );
+    [
+        "-drive".into(),
+        format!(
+            "file={},format=raw,if=none,id={serial}{opts}",
+            path.display()
+        )
+        .into(),
+        "-device".into(),
+        format!("virtio-blk-pci,drive={serial},serial={serial}").into(),
+    ]
+}
+
+/// A guest shell function: `disk SERIAL` prints the /dev path of the virtio disk
+/// attached with that serial ([`virtio_disk`]), or fails. `$b` is busybox.
+pub const GUEST_DISK_FN: &str = r#"disk() {
+    for s in /sys/block/vd*/serial; do
+        v=
+        read -r v <"$s" 2>/dev/null
+        [ "$v" = "$1" ] || continue
+        s=${s%/serial}
+        echo "/dev/${s##*/}"
+        return 0
+    done
+    echo "no disk with serial $1" >&2
+    return 1
+}
+"#;
+
 /// `composer build --kver VERSION --kmoddir KMODDIR --no-sync`: a build for a kernel
 /// tree that is not the machine's own; callers add the manifest, `--root` and `-o`.
 pub fn build_for(version: &str, kmoddir: &Path) -> Command {
