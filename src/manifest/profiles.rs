@@ -121,6 +121,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/tmpfiles-if-configured.conf"),
     ),
     (
+        "init/tmpfiles-dev-if-configured.conf",
+        include_str!("../../profiles/init/tmpfiles-dev-if-configured.conf"),
+    ),
+    (
         "init/composer-switch-check",
         include_str!("../../profiles/init/composer-switch-check"),
     ),
