@@ -306,6 +306,7 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         "/systemd-sysctl.service.d/composer.conf",
         "/systemd-tmpfiles-setup.service.d/composer.conf",
         "/systemd-tmpfiles-setup-dev.service.d/composer.conf",
+        "/systemd-journald.service.d/composer.conf",
         "/systemd-ask-password-console.service.d/composer-console.conf",
     ] {
         assert!(has(p), "the systemd image has no {p}");

@@ -125,6 +125,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/tmpfiles-dev-if-configured.conf"),
     ),
     (
+        "init/journald-gives-way.conf",
+        include_str!("../../profiles/init/journald-gives-way.conf"),
+    ),
+    (
         "init/composer-switch-check",
         include_str!("../../profiles/init/composer-switch-check"),
     ),
