@@ -27,7 +27,8 @@
 #   --kernel-root DIR  a `dpkg -x` of a linux-image package (see benches/generic-image.sh)
 #   --smp N            guest CPUs (default 2)
 #   --extra NAME=IMG   also boot the image IMG, as NAME (repeatable): a build of
-#                      another commit, say, to compare a change in the same run
+#                      another commit, say, to compare a change in the same run; a
+#                      NAME ending in "hostonly" is compared with the hostonly peers
 #
 # Needs: root (the peers' mount namespace), cargo, qemu-system-x86_64, busybox-static,
 # mkfs.ext4 (e2fsprogs), zstd, and for the peers dracut (dracut-core) and mkinitramfs
@@ -354,19 +355,16 @@ col() { # IMAGE AWK-EXPRESSION
     for n in "${runs[@]}"; do
         size=$(awk -v s="$(stat -c %s "$work/${n%@lvm}.img")" 'BEGIN { printf "%.1f", s / 1e6 }')
         initrd=$(col "$n" '$6 - $5')
-        peer=dracut
-        case "$n" in
-        *@lvm) peer=dracut@lvm ;;
-        *hostonly | mkinitramfs-dep) peer=dracut-hostonly ;;
-        esac
-        ratio=$(awk -v a="$initrd" -v b="$(col "$peer" '$6 - $5')" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2fx", a / b; else print "-" }')
-        by_round=$(paired "$n" "$peer")
-        [ "$by_round" = - ] || by_round="${by_round}x"
+        # dracut's image of the same profile and root, and every peer's.
         case "$n" in
         *@lvm) peers=dracut@lvm,mkinitramfs-most@lvm ;;
         *hostonly | mkinitramfs-dep) peers=dracut-hostonly,mkinitramfs-dep ;;
         *) peers=dracut,mkinitramfs-most ;;
         esac
+        peer=${peers%%,*}
+        ratio=$(awk -v a="$initrd" -v b="$(col "$peer" '$6 - $5')" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2fx", a / b; else print "-" }')
+        by_round=$(paired "$n" "$peer")
+        [ "$by_round" = - ] || by_round="${by_round}x"
         case "$n" in
         dracut* | mkinitramfs*) lead=- ;;
         *) lead=$(ahead "$n" "$peers") ;;

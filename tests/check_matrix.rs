@@ -353,7 +353,8 @@ fn dev(name: &str) -> String {
 /// since no udev runs there), each root mounted read-only under /tmp/mnt, and each row
 /// checked with `check-boot --root`. The images are in /tmp/matrix, the results go
 /// to /out/matrix. `k` is check-boot's kernel options. The guest finds the
-/// matrix's disks by their serials.
+/// matrix's disks by their serials: the script runs after
+/// [`support::GUEST_DISK_FN`] has defined `disk`.
 pub(crate) fn guest_script(k: &str) -> String {
     let mut checks = String::new();
     for (i, r) in rows().iter().enumerate() {
@@ -368,7 +369,7 @@ pub(crate) fn guest_script(k: &str) -> String {
     }
     format!(
         r#"# --- check-boot against the storage matrix ---
-{disk_fn}$b mkdir -p /out/matrix
+$b mkdir -p /out/matrix
 export DM_DISABLE_UDEV=1
 $b mkdir -p /run/mdadm /run/cryptsetup /run/lock/lvm 2>/dev/null \
     || {{ $b mount -t tmpfs tmpfs /run && $b mkdir -p /run/mdadm /run/cryptsetup /run/lock/lvm; }}
@@ -427,7 +428,6 @@ EOF
 }} >/out/matrix/setup.log 2>&1
 {checks}$b cat /proc/self/mountinfo >/out/matrix/mountinfo
 "#,
-        disk_fn = support::GUEST_DISK_FN,
         pass = PASSPHRASE,
         md090_a = dev("md090-a"),
         md090_b = dev("md090-b"),

@@ -353,21 +353,10 @@ fn hostonly_inside_a_guest_on_raid1_luks_lvm_builds_an_image_that_boots_it() {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     // The guest finds its disks by their serials: the generic image's init loads
     // the disks' drivers side by side, so their names may not follow this order.
-    args.extend(support::virtio_disk(
-        &dir.join("raid-a.img"),
-        "raid-a",
-        ",snapshot=on",
-    ));
-    args.extend(support::virtio_disk(
-        &dir.join("raid-b.img"),
-        "raid-b",
-        ",snapshot=on",
-    ));
-    args.extend(support::virtio_disk(
-        &dir.join("kmod.img"),
-        "kmod",
-        ",snapshot=on",
-    ));
+    for name in ["raid-a", "raid-b", "kmod"] {
+        let disk = dir.join(format!("{name}.img"));
+        args.extend(support::virtio_disk(&disk, name, ",snapshot=on"));
+    }
     args.extend(support::virtio_disk(&out, "out", ""));
     let mut build_args = args.clone();
     build_args.extend(crate::check_matrix::all_disks(&matrix_disks));
