@@ -11,7 +11,9 @@
 //!
 //! Each root's /sbin/init is a static busybox script that prints a token written only
 //! into that root, the type of the filesystem mounted on /, and its PID (1 after
-//! switch_root), then powers off: the marker cannot come from the image. A root that
+//! switch_root), then powers off: the marker cannot come from the image. Before it, the
+//! static device nodes it finds and the drivers of the `xts(aes)` ciphers in use
+//! (dm-crypt's, on a LUKS root). A root that
 //! does not exist ends in the emergency shell, which answers what is typed into it.
 
 use std::fs;
@@ -63,6 +65,9 @@ pub(crate) fn staging(dir: &Path, busybox: &Path, token: &str) -> PathBuf {
          [ -c /dev/$n ] && nodes=\"$nodes $n\"\n\
          done\n\
          echo \"COMPOSER-STATIC-NODES$nodes\"\n\
+         xts=$($b awk '$1 == \"name\" { n = $3 } $1 == \"driver\" { d = $3 } \
+         $1 == \"refcnt\" && n == \"xts(aes)\" && $3 > 1 { printf \" %s\", d }' /proc/crypto)\n\
+         echo \"COMPOSER-CIPHER$xts\"\n\
          echo \"COMPOSER-ROOT-OK $($b cat /token) fs=$fs pid=$$\"\n\
          $b poweroff -f\n",
     )

@@ -227,7 +227,7 @@ pub(crate) fn disks(kernel: &DebianKernel, busybox: &Path) -> Option<Disks> {
     if !require_storage_tools() {
         return None;
     }
-    let dir = support::cached_asset("storage-disks-v1", |tmp| {
+    let dir = support::cached_asset("storage-disks-v2", |tmp| {
         fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
         make_disks(tmp, kernel, busybox)
     })?;

@@ -555,6 +555,22 @@ pub(crate) fn agree(
                             problems.push(format!("no `{e}` on the console"));
                         }
                     }
+                    // dm-crypt keeps the cipher it found when the volume opened: the
+                    // CPU's (AES-NI, which TCG's `-cpu max` has) must be loaded by then.
+                    if ok && matches!(r.root, "enc" | "lm") {
+                        let ciphers = b
+                            .console
+                            .lines()
+                            .find_map(|l| l.trim().strip_prefix("COMPOSER-CIPHER"))
+                            .map(|c| c.split_whitespace().collect::<Vec<_>>());
+                        match ciphers {
+                            Some(c) if !c.is_empty() && c.iter().all(|d| *d == "xts-aes-aesni") => {
+                            }
+                            c => problems.push(format!(
+                                "dm-crypt does not use the CPU's cipher: xts(aes) in use by {c:?}"
+                            )),
+                        }
+                    }
                     if b.console.contains(PASSPHRASE) {
                         problems.push("the passphrase shows on the console".into());
                     }

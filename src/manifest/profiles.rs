@@ -152,6 +152,18 @@ const FILES: &[(&str, &str)] = &[
         "init/composer-fs-module@.service",
         include_str!("../../profiles/init/composer-fs-module@.service"),
     ),
+    (
+        "init/79-composer-cpu.rules",
+        include_str!("../../profiles/init/79-composer-cpu.rules"),
+    ),
+    (
+        "init/composer-cpu-drivers.service",
+        include_str!("../../profiles/init/composer-cpu-drivers.service"),
+    ),
+    (
+        "init/cpu-drivers-first.conf",
+        include_str!("../../profiles/init/cpu-drivers-first.conf"),
+    ),
 ];
 
 /// Where the package installs them.
