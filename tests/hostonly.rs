@@ -174,17 +174,7 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
     );
     // The init loads the root's modules first (`load = true` on the rootfs rule): the
     // list names the filesystem's module and only modules of the image.
-    let load = support::run_ok(
-        support::composer()
-            .arg("cat")
-            .arg(&image)
-            .arg("etc/modules-load.d/composer.conf"),
-    );
-    let order: Vec<String> = String::from_utf8_lossy(&load.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| l.trim().to_string())
-        .collect();
+    let order = support::modules_load(&image);
     eprintln!("hostonly modules-load: {order:?}");
     // In the order the boot needs them: the disk's drivers first, the
     // filesystem's module (the top layer of the stack) last.

@@ -142,18 +142,11 @@ fn the_generic_profile_keeps_microcode_early_and_compressed_modules_uncompressed
     assert!(!warnings.contains("match"), "{warnings}");
     // ext4, the most common root's filesystem, is on the list the inits load from
     // the start (and only it: the drivers load as devices ask).
-    let load = support::run_ok(
-        support::composer()
-            .arg("cat")
-            .arg(&image)
-            .arg("etc/modules-load.d/composer.conf"),
+    assert_eq!(
+        support::modules_load(&image),
+        ["ext4"],
+        "the generic image's modules-load.d list"
     );
-    let load: Vec<String> = String::from_utf8_lossy(&load.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| l.trim().to_string())
-        .collect();
-    assert_eq!(load, ["ext4"], "the generic image's modules-load.d list");
 
     // A user's segment that names /lib: it takes what merged /usr moved to /usr/lib.
     // One that matches nothing is a warning, at its line.

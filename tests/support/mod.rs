@@ -1137,6 +1137,22 @@ pub fn build_for(version: &str, kmoddir: &Path) -> Command {
     cmd
 }
 
+/// The modules an image's inits load from the start: the names in its
+/// `/etc/modules-load.d/composer.conf`, in order.
+pub fn modules_load(image: &Path) -> Vec<String> {
+    let out = run_ok(
+        composer()
+            .arg("cat")
+            .arg(image)
+            .arg("etc/modules-load.d/composer.conf"),
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
 /// The generic image with `init` for Debian's kernel, built once per test process and
 /// shared by the boot tests that take it as it is (a build of the systemd image takes
 /// seconds; the tests that boot it take it many times).
