@@ -563,12 +563,13 @@ pub(crate) fn agree(
                             .lines()
                             .find_map(|l| l.trim().strip_prefix("COMPOSER-CIPHER"))
                             .map(|c| c.split_whitespace().collect::<Vec<_>>());
-                        match ciphers {
-                            Some(c) if !c.is_empty() && c.iter().all(|d| *d == "xts-aes-aesni") => {
-                            }
-                            c => problems.push(format!(
-                                "dm-crypt does not use the CPU's cipher: xts(aes) in use by {c:?}"
-                            )),
+                        let aesni = ciphers.as_ref().is_some_and(|c| {
+                            !c.is_empty() && c.iter().all(|d| *d == "xts-aes-aesni")
+                        });
+                        if !aesni {
+                            problems.push(format!(
+                                "dm-crypt does not use the CPU's cipher: xts(aes) in use by {ciphers:?}"
+                            ));
                         }
                     }
                     if b.console.contains(PASSPHRASE) {
