@@ -319,9 +319,50 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         "rules.d/79-composer-cpu.rules",
         "/composer-cpu-drivers.service",
         "/systemd-cryptsetup@.service.d/composer.conf",
+        "/systemd-udev-trigger.service.d/composer.conf",
     ] {
         assert!(has(p), "the systemd image has no {p}");
     }
+    // Cold plug: the devices the initrd acts on and every device with a driver to
+    // load, in place of systemd's trigger of every object in /sys.
+    let out = support::run_ok(
+        support::composer()
+            .arg("cat")
+            .arg(&image)
+            .arg("etc/systemd/system/systemd-udev-trigger.service.d/composer.conf"),
+    );
+    let conf = String::from_utf8_lossy(&out.stdout);
+    let execs: Vec<&str> = conf
+        .lines()
+        .filter(|l| l.starts_with("ExecStart="))
+        .collect();
+    assert_eq!(
+        execs.first(),
+        Some(&"ExecStart="),
+        "the trigger is not reset: {conf}"
+    );
+    let triggers = &execs[1..];
+    assert_eq!(triggers.len(), 2, "{conf}");
+    assert!(
+        triggers.iter().all(
+            |l| l.contains("udevadm trigger --type=devices --action=add")
+                && !l.contains("--type=all")
+        ),
+        "{conf}"
+    );
+    for subsystem in ["block", "net", "input", "hidraw", "tpmrm"] {
+        assert!(
+            triggers[0]
+                .split_whitespace()
+                .any(|w| w == format!("--subsystem-match={subsystem}")),
+            "no {subsystem} in the first trigger: {conf}"
+        );
+    }
+    assert!(
+        triggers[0].contains("--prioritized-subsystem=block"),
+        "{conf}"
+    );
+    assert!(triggers[1].ends_with("--attr-match=modalias"), "{conf}");
     for p in [
         "/dev-hugepages.mount",
         "/sys-kernel-debug.mount",

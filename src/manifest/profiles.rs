@@ -164,6 +164,10 @@ const FILES: &[(&str, &str)] = &[
         "init/cpu-drivers-first.conf",
         include_str!("../../profiles/init/cpu-drivers-first.conf"),
     ),
+    (
+        "init/cold-plug-what-the-initrd-uses.conf",
+        include_str!("../../profiles/init/cold-plug-what-the-initrd-uses.conf"),
+    ),
 ];
 
 /// Where the package installs them.
