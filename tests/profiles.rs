@@ -325,13 +325,10 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
     }
     // Cold plug: the devices the initrd acts on and every device with a driver to
     // load, in place of systemd's trigger of every object in /sys.
-    let out = support::run_ok(
-        support::composer()
-            .arg("cat")
-            .arg(&image)
-            .arg("etc/systemd/system/systemd-udev-trigger.service.d/composer.conf"),
+    let conf = support::image_file(
+        &image,
+        "etc/systemd/system/systemd-udev-trigger.service.d/composer.conf",
     );
-    let conf = String::from_utf8_lossy(&out.stdout);
     let execs: Vec<&str> = conf
         .lines()
         .filter(|l| l.starts_with("ExecStart="))
@@ -360,13 +357,7 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
     }
     assert!(triggers[1].ends_with("--attr-match=modalias"), "{conf}");
     // The filesystem's module: no modprobe when modules-load.d loaded it already.
-    let out = support::run_ok(
-        support::composer()
-            .arg("cat")
-            .arg(&image)
-            .arg("usr/lib/systemd/system/composer-fs-module@.service"),
-    );
-    let unit = String::from_utf8_lossy(&out.stdout);
+    let unit = support::image_file(&image, "usr/lib/systemd/system/composer-fs-module@.service");
     assert!(
         unit.lines()
             .any(|l| l == "ConditionPathExists=!/sys/module/%i"),

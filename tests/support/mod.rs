@@ -1137,16 +1137,16 @@ pub fn build_for(version: &str, kmoddir: &Path) -> Command {
     cmd
 }
 
+/// The text of the file at `path` (relative, as `composer cat` takes it) in `image`.
+pub fn image_file(image: &Path, path: &str) -> String {
+    let out = run_ok(composer().arg("cat").arg(image).arg(path));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The modules an image's inits load from the start: the names in its
 /// `/etc/modules-load.d/composer.conf`, in order.
 pub fn modules_load(image: &Path) -> Vec<String> {
-    let out = run_ok(
-        composer()
-            .arg("cat")
-            .arg(image)
-            .arg("etc/modules-load.d/composer.conf"),
-    );
-    String::from_utf8_lossy(&out.stdout)
+    image_file(image, "etc/modules-load.d/composer.conf")
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| l.trim().to_string())
