@@ -145,10 +145,7 @@ fn console_boot(init: &str) {
 
     // The image: the keymap as one file with its include inlined, the font as it
     // was, the configuration naming both, and the programs that load them.
-    let cat = |path: &str| {
-        let out = support::run_ok(support::composer().arg("cat").arg(&image).arg(path));
-        out.stdout
-    };
+    let cat = |path: &str| support::image_bytes(&image, path);
     let keymap = String::from_utf8(cat("/usr/lib/composer/keymap.map")).unwrap();
     assert!(
         keymap.contains("keycode 16 = a A") && !keymap.contains("include"),

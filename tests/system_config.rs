@@ -225,8 +225,7 @@ fn the_roots_console_setup_cache_goes_in_decompressed() {
         stderr.contains("no `loadkeys`") && stderr.contains("no `setfont`"),
         "{stderr}"
     );
-    let cat =
-        |path: &str| support::run_ok(support::composer().arg("cat").arg(&out).arg(path)).stdout;
+    let cat = |path: &str| support::image_bytes(&out, path);
     assert_eq!(cat("/usr/lib/composer/keymap.map"), keymap);
     assert_eq!(cat("/usr/lib/composer/font.psf"), b"PSF font bytes");
     let conf = String::from_utf8(cat("/etc/vconsole.conf")).unwrap();

@@ -1137,10 +1137,14 @@ pub fn build_for(version: &str, kmoddir: &Path) -> Command {
     cmd
 }
 
-/// The text of the file at `path` (relative, as `composer cat` takes it) in `image`.
+/// The bytes of the file at `path` in `image` (`composer cat`).
+pub fn image_bytes(image: &Path, path: &str) -> Vec<u8> {
+    run_ok(composer().arg("cat").arg(image).arg(path)).stdout
+}
+
+/// The text of the file at `path` in `image`.
 pub fn image_file(image: &Path, path: &str) -> String {
-    let out = run_ok(composer().arg("cat").arg(image).arg(path));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&image_bytes(image, path)).into_owned()
 }
 
 /// The modules an image's inits load from the start: the names in its
