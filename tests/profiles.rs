@@ -381,6 +381,45 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
     );
 }
 
+/// The systemd image's /init starts loading the modules of its modules-load.d lists
+/// (with /proc mounted, so that the command line's blacklists and module options
+/// apply) and then runs systemd as PID 1; the boot tests show it reaches the root.
+#[test]
+fn the_systemd_inits_first_modules_load_beside_systemds_start() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let image = support::generic_image(&kernel, "systemd");
+    let init = support::image_file(&image, "init");
+    let lines: Vec<&str> = init
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` in /init:\n{init}"))
+    };
+    let proc = at("mount -t proc -o nosuid,noexec,nodev proc /proc");
+    let lists = at("for f in /etc/modules-load.d/*.conf /usr/lib/modules-load.d/*.conf");
+    let load = at("[ -z \"$mods\" ] || modprobe -q -b -a $mods &");
+    let exec = at("exec /usr/lib/systemd/systemd \"$@\"");
+    assert!(proc < lists && lists < load && load < exec, "{init}");
+    assert_eq!(
+        exec,
+        lines.len() - 1,
+        "systemd is not the last step: {init}"
+    );
+    // What it loads: the generic image's ext4.
+    let list = support::modules_load(&image);
+    assert!(list.iter().any(|m| m == "ext4"), "{list:?}");
+}
+
 /// An image with composer's shell init runs no units: `[systemd]` (which the network
 /// profile has for the systemd init) is left out of it, and taken with `init = "none"`.
 #[test]

@@ -165,6 +165,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/cpu-drivers-first.conf"),
     ),
     (
+        "init/composer-systemd",
+        include_str!("../../profiles/init/composer-systemd"),
+    ),
+    (
         "init/cold-plug-what-the-initrd-uses.conf",
         include_str!("../../profiles/init/cold-plug-what-the-initrd-uses.conf"),
     ),
@@ -228,6 +232,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
         &files,
         &[
             "init/composer-init",
+            "init/composer-systemd",
             "init/composer-emergency",
             "init/composer-timeout-generator",
             "init/composer-storage-generator",
