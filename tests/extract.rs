@@ -39,6 +39,9 @@ enum Producer {
     Oracle,
     Composer,
     ComposerAligned(u32),
+    /// `composer build --list` in readers mode (the manifests' default): reordered,
+    /// names padded with `./`, symlink targets without their NUL.
+    ComposerReaders(u32),
 }
 
 fn produce(
@@ -65,6 +68,21 @@ fn produce(
                 .args(["-t", &t, "-a", &n.to_string()]);
             c
         }
+        Producer::ComposerReaders(n) => {
+            let mut c = support::composer();
+            c.args(l.composer_args("build")).args([
+                "-t",
+                &t,
+                "-a",
+                &n.to_string(),
+                "--align-mode",
+                "readers",
+                "-o",
+                "-",
+                "--list",
+            ]);
+            c
+        }
     };
     cmd.arg(&l.path);
     corpus::apply_env(&mut cmd, fixtures);
@@ -86,10 +104,11 @@ fn produce(
 // Extracting
 // ---------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Extractor {
     GnuCpio,
     Bsdtar,
+    ThreeCpio,
 }
 
 impl Extractor {
@@ -97,6 +116,7 @@ impl Extractor {
         match self {
             Extractor::GnuCpio => support::require_tool("cpio", "cpio"),
             Extractor::Bsdtar => support::require_tool("bsdtar", "libarchive-tools"),
+            Extractor::ThreeCpio => support::require_tool("3cpio", "3cpio"),
         }
     }
 
@@ -110,6 +130,9 @@ impl Extractor {
             }
             Extractor::Bsdtar => {
                 cmd.arg("-xpf").arg(archive).arg("-C").arg(dest);
+            }
+            Extractor::ThreeCpio => {
+                cmd.arg("-x").arg("-C").arg(dest).arg(archive);
             }
         }
         let out = cmd
@@ -497,7 +520,10 @@ fn extract_corpus(producer: Producer, extractor: Extractor) {
     let mut failures = Vec::new();
     let mut checked = 0;
     for (i, l) in lists.iter().enumerate() {
-        if l.no_extract || (!root && has_nodes(l, fixtures)) {
+        if l.no_extract
+            || (!root && has_nodes(l, fixtures))
+            || (extractor == Extractor::ThreeCpio && l.no_3cpio)
+        {
             continue;
         }
         let archive = scratch.join(format!("{i}.cpio"));
@@ -569,6 +595,26 @@ fn composer_aligned_archives_extract_with_gnu_cpio() {
 #[test]
 fn composer_aligned_archives_extract_with_bsdtar() {
     extract_corpus(Producer::ComposerAligned(4096), Extractor::Bsdtar);
+}
+
+/// Readers mode, the manifests' default, keeps its promise: GNU cpio, bsdtar and 3cpio
+/// (which takes neither NULs after a name nor a symlink target's NUL) extract the
+/// corpus's archives aligned to 4096 and 65536, every name padded with `./` where it
+/// needs padding.
+#[test]
+fn composer_readers_archives_extract_with_gnu_cpio() {
+    extract_corpus(Producer::ComposerReaders(4096), Extractor::GnuCpio);
+}
+
+#[test]
+fn composer_readers_archives_extract_with_bsdtar() {
+    extract_corpus(Producer::ComposerReaders(4096), Extractor::Bsdtar);
+}
+
+#[test]
+fn composer_readers_archives_extract_with_3cpio() {
+    extract_corpus(Producer::ComposerReaders(4096), Extractor::ThreeCpio);
+    extract_corpus(Producer::ComposerReaders(65536), Extractor::ThreeCpio);
 }
 
 /// The checker itself finds wrong modes, targets, contents, broken hardlinks and extra

@@ -11,8 +11,9 @@
 //!   what it holds, the data equals the source file, the layout is exactly the plan's
 //!   and the padding is what the plan reports. Readers-mode archives must also pass the
 //!   strict reader of `support/newc.rs` (no NULs between entries).
-//! - GNU cpio (`cpio -idm`) and bsdtar extract the readers-mode archives to a tree equal
-//!   to the source tree (content and modes; repeated directory entries are fine).
+//! - GNU cpio (`cpio -idm`), bsdtar and 3cpio extract the readers-mode archives to a
+//!   tree equal to the source tree (content and modes; repeated directory entries are
+//!   fine).
 
 use crate::support;
 
@@ -443,7 +444,9 @@ fn read_like_kernel(buf: &[u8], nul_runs: bool) -> Result<KArchive, String> {
                 "offset {off}: malformed archive (name without NUL)"
             ));
         }
-        let name = field[..field.iter().position(|&b| b == 0).unwrap()].to_vec();
+        // The path the kernel makes: leading `./` pairs (readers-mode padding) dropped.
+        let name =
+            crate::newc::path_of(&field[..field.iter().position(|&b| b == 0).unwrap()]).to_vec();
         let data_start = (off + HEADER_LEN + ns).next_multiple_of(4);
         let data_end = data_start + filesize as usize;
         if data_end > buf.len() {
@@ -756,8 +759,8 @@ fn compare_trees(src: &Path, got: &Path, diffs: &mut Vec<String>) {
     }
 }
 
-/// Extracts `archive` with `tool` (GNU cpio or bsdtar, at `exe`) into a fresh directory and compares the result with
-/// the module tree.
+/// Extracts `archive` with `tool` (GNU cpio, bsdtar or 3cpio, at `exe`) into a fresh
+/// directory and compares the result with the module tree.
 fn extract_and_compare(
     tool: &str,
     exe: &Path,
@@ -780,6 +783,7 @@ fn extract_and_compare(
                 .arg(archive)
                 .current_dir(&dest),
         ),
+        "3cpio" => support::run(Command::new(exe).arg("-x").arg(archive).current_dir(&dest)),
         _ => unreachable!(),
     };
     let mut diffs = Vec::new();
@@ -828,7 +832,7 @@ fn names_in(dir: &Path) -> Vec<String> {
 }
 
 /// Builds the readers-mode and the kernel-only archive at `align`, checks both with the
-/// reader above, and extracts the readers-mode one with GNU cpio and bsdtar. With
+/// reader above, and extracts the readers-mode one with GNU cpio, bsdtar and 3cpio. With
 /// `from_manifest` the alignment and mode come from the manifest (`[defaults] align`,
 /// `[image] align_mode`) instead of the command line.
 fn build_and_check(align: u64, from_manifest: bool) {
@@ -874,7 +878,11 @@ fn build_and_check(align: u64, from_manifest: bool) {
         problems.extend(check_archive(&what, &buf, align, mode, &inv, &plan));
         drop(buf);
         if mode == "readers" {
-            for (tool, package) in [("cpio", "cpio"), ("bsdtar", "libarchive-tools")] {
+            for (tool, package) in [
+                ("cpio", "cpio"),
+                ("bsdtar", "libarchive-tools"),
+                ("3cpio", "3cpio"),
+            ] {
                 if let Some(exe) = support::require_tool(tool, package) {
                     problems.extend(extract_and_compare(tool, &exe, &archive, &dir, &kernel));
                 }

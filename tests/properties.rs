@@ -217,7 +217,7 @@ proptest! {
         prop_assert!(image.fault.is_none(), "{:?}", image.fault);
         let mut read: BTreeMap<Vec<u8>, (u32, u32, u32, u64)> = BTreeMap::new();
         for (_, e) in image.entries() {
-            read.insert(e.name.clone(), (e.header.mode, e.header.uid, e.header.gid, e.header.filesize as u64));
+            read.insert(e.path().to_vec(), (e.header.mode, e.header.uid, e.header.gid, e.header.filesize as u64));
         }
         for e in &list {
             for n in e.names() {

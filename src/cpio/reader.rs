@@ -281,6 +281,16 @@ impl Want {
 }
 
 impl RawEntry {
+    /// The name as listings show it: without leading `./` pairs (composer's
+    /// readers mode pads names with them; the kernel and every reader take
+    /// `././x` as `x`).
+    pub fn path(&self) -> &[u8] {
+        let mut name = &self.name[..];
+        while name.len() > 2 && name.starts_with(b"./") {
+            name = &name[2..];
+        }
+        name
+    }
     pub fn is_trailer(&self) -> bool {
         self.skip.is_none() && self.name == TRAILER_NAME
     }

@@ -92,7 +92,7 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
         return Err(e);
     }
     let filter = Filter::new(&opts.only)?;
-    let shown = |e: &RawEntry| filter.as_ref().is_none_or(|f| f.takes(&e.name));
+    let shown = |e: &RawEntry| filter.as_ref().is_none_or(|f| f.takes(e.path()));
     if opts.json {
         let mut s = serde_json::to_string_pretty(&json(image, opts, &shown))
             .map_err(|e| crate::error::Error::usage(format!("internal error: {e}")))?;
@@ -127,7 +127,7 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
         if opts.long {
             long_line(&mut out, seg, e);
         } else {
-            out.push_str(&escape(&e.name));
+            out.push_str(&escape(e.path()));
             out.push('\n');
         }
     }
@@ -158,7 +158,7 @@ fn long_line(out: &mut String, seg: &Segment, e: &RawEntry) {
         size,
         format_time(h.mtime as i64),
         at,
-        escape(&e.name)
+        escape(e.path())
     );
     if e.is_symlink() && e.skip.is_none() {
         let _ = write!(out, " -> {}", escape(target(e)));
@@ -355,7 +355,7 @@ fn json<'a>(
                     .map(|e| {
                         let h = &e.header;
                         JsonEntry {
-                            name: escape(&e.name),
+                            name: escape(e.path()),
                             kind: type_name(h.mode),
                             mode: h.mode & 0o7777,
                             uid: h.uid,

@@ -6,7 +6,7 @@
 use crate::cpio::header::{pad_to, Header, HEADER_LEN, TRAILER_NAME};
 use crate::entry::{Entry, Kind, Source, PATH_MAX};
 use crate::error::Warning;
-use crate::policy::Policy;
+use crate::policy::{AlignMode, Policy};
 
 /// gen_init_cpio numbers inodes from here, one per entry.
 pub const FIRST_INO: u32 = 721;
@@ -51,8 +51,12 @@ pub struct Record<'a> {
     /// data it copies.
     pub header: Header,
     pub name: &'a [u8],
-    /// Bytes from the end of the header to the start of the data: the name,
-    /// its NUL, and every padding NUL.
+    /// Bytes of `./` written before the name (padding in readers mode: the
+    /// same path to every reader, where NULs after the name are not to all;
+    /// always even).
+    pub prefix: u32,
+    /// Bytes from the end of the header to the start of the data: the
+    /// prefix, the name, its NUL, and every padding NUL.
     pub name_field: u32,
     pub data: Data<'a>,
     /// Index of the entry this record belongs to.
@@ -186,11 +190,18 @@ impl<'a> Layout<'a> {
         if s.filler() {
             header.nlink = 1;
         }
+        // Readers mode pads names with `./` before them (an even count: the
+        // planner asks for one); gen_init_cpio's rule with NULs after them.
+        let prefix = match self.opts.policy.mode {
+            AlignMode::Readers => s.namepad as u32,
+            AlignMode::KernelOnly | AlignMode::GenInitCpio => 0,
+        };
         Record {
             lead: s.lead,
             offset: s.offset,
             header,
             name: p.name,
+            prefix,
             name_field: (namesize + pad_to(HEADER_LEN as u64 + namesize, 4)) as u32,
             data: p.data,
             entry: index,
@@ -273,16 +284,18 @@ impl Proto<'_> {
         (max_end + pad_to(max_end, 4)).saturating_sub(self.head())
     }
 
-    /// The extra name NULs that grow the record by `grow` bytes (a multiple
-    /// of 4, at most [`Proto::slack`]).
+    /// The extra name bytes that grow the record by `grow` bytes (a multiple
+    /// of 4, at most [`Proto::slack`]): an even count, written as `./` pairs
+    /// before the name in readers mode.
     pub fn namepad_for(&self, grow: u64) -> u32 {
         if grow == 0 {
             return 0;
         }
-        // Any namesize whose header end rounds up to the new head will do;
-        // the largest such one may pass PATH_MAX by up to 3, so cap it.
+        // Any namesize whose header end rounds up to the new head will do
+        // (four in a row do); the largest such one may pass PATH_MAX by up
+        // to 3, so cap it, and one less is still one of them.
         let namesize = (self.head() + grow - HEADER_LEN as u64).min(PATH_MAX as u64);
-        (namesize - self.header.namesize as u64) as u32
+        ((namesize - self.header.namesize as u64) as u32) & !1
     }
 }
 
@@ -391,8 +404,12 @@ fn proto<'a>(index: usize, entry: &'a Entry, k: usize, opts: &Options) -> Proto<
             }
         }
         Kind::Symlink { target } => {
+            // gen_init_cpio stores the target with its NUL; GNU cpio and
+            // bsdtar without, and 3cpio only extracts those. The kernel reads
+            // both.
+            let nul = u32::from(policy.mode == AlignMode::GenInitCpio);
             let header = Header {
-                filesize: target.len() as u32 + 1,
+                filesize: target.len() as u32 + nul,
                 ..base
             };
             one(header, Data::Target(target))

@@ -14,7 +14,7 @@ use std::io::{self, ErrorKind, Write};
 use std::path::Path;
 
 use crate::cpio::header::{checksum, pad_to, TRAILER_NAME};
-use crate::entry::{Origin, Source};
+use crate::entry::{Origin, Source, PATH_MAX};
 use crate::error::{Error, Result};
 use crate::io::read_full;
 use crate::plan::{Alignment, Data, Layout, Record};
@@ -613,6 +613,17 @@ struct Ahead {
 
 /// At most this many sources open ahead of the writer, and at most this
 /// much data.
+/// `./` pairs for readers-mode name padding (a name field is at most PATH_MAX bytes).
+static DOT_SLASHES: [u8; PATH_MAX] = {
+    let mut a = [b'/'; PATH_MAX];
+    let mut i = 0;
+    while i < a.len() {
+        a[i] = b'.';
+        i += 2;
+    }
+    a
+};
+
 const AHEAD_FILES: usize = 32;
 const AHEAD_BYTES: u64 = 32 << 20;
 
@@ -661,7 +672,12 @@ fn write_record(
 ) -> Result<()> {
     let mut header = record.header;
     let size = header.filesize as u64;
-    let name_fill = record.name_field as u64 - record.name.len() as u64;
+    let name_fill = record.name_field as u64 - record.prefix as u64 - record.name.len() as u64;
+    let put_name = |sink: &mut Sink| -> Result<()> {
+        sink.put(&DOT_SLASHES[..record.prefix as usize])?;
+        sink.put(record.name)?;
+        sink.zeros(name_fill)
+    };
     match &record.data {
         Data::File(source) => {
             let path = source.path.as_path();
@@ -680,8 +696,7 @@ fn write_record(
                     header.check = checksum(small);
                 }
                 sink.put(&header.encode())?;
-                sink.put(record.name)?;
-                sink.zeros(name_fill)?;
+                put_name(sink)?;
                 sink.put(small)?;
                 sink.stats.buffered_bytes += size;
             } else {
@@ -689,8 +704,7 @@ fn write_record(
                     header.check = checksum_file(&src, path, size).map_err(&read)?;
                 }
                 sink.put(&header.encode())?;
-                sink.put(record.name)?;
-                sink.zeros(name_fill)?;
+                put_name(sink)?;
                 sink.copy(&src, path, size, aligned).map_err(&read)?;
             }
             // What was copied is what was planned: the file did not change
@@ -702,15 +716,15 @@ fn write_record(
         }
         Data::Target(target) => {
             sink.put(&header.encode())?;
-            sink.put(record.name)?;
-            sink.zeros(name_fill)?;
+            put_name(sink)?;
             sink.put(target)?;
-            sink.put(&[0])?;
+            if size > target.len() as u64 {
+                sink.put(&[0])?;
+            }
         }
         Data::None => {
             sink.put(&header.encode())?;
-            sink.put(record.name)?;
-            sink.zeros(name_fill)?;
+            put_name(sink)?;
         }
     }
     sink.zeros(pad_to(size, 4))?;

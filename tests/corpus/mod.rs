@@ -20,6 +20,8 @@
 //!   numbers wider than dev_t); only archive bytes are compared.
 //! - `#@ compat`: composer must read the list with `--compat` (it relies on something
 //!   composer reports as an error by default, e.g. an unset variable).
+//! - `#@ no-3cpio`: 3cpio cannot extract the archive, whoever wrote it (the line says
+//!   why); the other extractors still do.
 
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
@@ -57,6 +59,8 @@ pub struct ListFile {
     pub no_extract: bool,
     /// Marked `#@ compat`.
     pub compat: bool,
+    /// Marked `#@ no-3cpio`.
+    pub no_3cpio: bool,
 }
 
 impl ListFile {
@@ -84,6 +88,7 @@ pub fn lists() -> Vec<ListFile> {
                 name: path.file_name().unwrap().to_string_lossy().into_owned(),
                 no_extract: marked(b"#@ no-extract"),
                 compat: marked(b"#@ compat"),
+                no_3cpio: marked(b"#@ no-3cpio"),
                 path,
                 bytes,
             }

@@ -127,9 +127,23 @@ impl Entry {
     pub fn data_offset(&self) -> usize {
         self.data.start
     }
-    pub fn display_name(&self) -> String {
-        String::from_utf8_lossy(&self.name).into_owned()
+    /// The name as a path: without the leading `./` pairs composer's readers mode pads
+    /// names with (path lookup drops them).
+    pub fn path(&self) -> &[u8] {
+        path_of(&self.name)
     }
+    pub fn display_name(&self) -> String {
+        String::from_utf8_lossy(self.path()).into_owned()
+    }
+}
+
+/// `name` without leading `./` pairs (`././x` is `x` to the kernel and every reader).
+pub fn path_of(name: &[u8]) -> &[u8] {
+    let mut n = name;
+    while n.len() > 2 && n.starts_with(b"./") {
+        n = &n[2..];
+    }
+    n
 }
 
 /// A whole archive: its entries (without the trailer) and the trailer.
