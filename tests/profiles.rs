@@ -356,6 +356,35 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         );
     }
     assert!(triggers[1].ends_with("--attr-match=modalias"), "{conf}");
+    // initrd-parse-etc queues initrd-cleanup by OnSuccess=, not by a systemctl process
+    // (where the root's unit has that step: systemd 249 and later have OnSuccess=).
+    let vendor =
+        fs::read_to_string("/usr/lib/systemd/system/initrd-parse-etc.service").unwrap_or_default();
+    if vendor.contains("\nExecStart=systemctl --no-block start initrd-cleanup.service") {
+        let conf = support::image_file(
+            &image,
+            "etc/systemd/system/initrd-parse-etc.service.d/composer.conf",
+        );
+        let lines: Vec<&str> = conf.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(
+            lines.contains(&"OnSuccess=initrd-cleanup.service"),
+            "{conf}"
+        );
+        let execs: Vec<&&str> = lines
+            .iter()
+            .filter(|l| l.starts_with("ExecStart="))
+            .collect();
+        assert_eq!(execs.first(), Some(&&"ExecStart="), "{conf}");
+        assert!(execs.len() >= 2, "{conf}");
+        assert!(
+            execs.iter().all(|l| !l.contains("initrd-cleanup")),
+            "{conf}"
+        );
+        assert!(
+            execs.iter().any(|l| l.contains("systemd-fstab-generator")),
+            "the fstab check is gone: {conf}"
+        );
+    }
     // The filesystem's module: no modprobe when modules-load.d loaded it already.
     let unit = support::image_file(&image, "usr/lib/systemd/system/composer-fs-module@.service");
     assert!(

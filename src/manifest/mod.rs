@@ -30,6 +30,7 @@ mod segments;
 mod stack;
 pub mod system;
 mod systemd;
+mod systemd_handover;
 
 pub use early::DEFAULT_ACPI_DIR;
 pub use load::{load, LoadOptions, Loaded};

@@ -293,6 +293,8 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         .collect();
     let mut seen: HashSet<String> = HashSet::new();
     let mut taken: HashSet<String> = HashSet::new();
+    // initrd-parse-etc.service, when taken: its file and origin.
+    let mut parse_etc: Option<(String, Origin)> = None;
     while let Some((unit, origin, chain, needed)) = queue.pop_front() {
         if BUILTIN.contains(&unit.as_str()) || excluded(&unit) || !seen.insert(unit.clone()) {
             continue;
@@ -318,6 +320,9 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
             }
             continue;
         };
+        if unit == "initrd-parse-etc.service" {
+            parse_etc = Some((path.clone(), o.clone()));
+        }
         let mut texts = Vec::new();
         let mut follow = |inside: String, found: &mut Found| -> Result<()> {
             if taken.insert(inside.clone()) {
@@ -421,6 +426,10 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         }
     }
 
+    if let Some((path, o)) = parse_etc {
+        add_parse_etc_drop_in(&root, &path, &o, &mut found)?;
+    }
+
     let needed = asked.generators.iter().map(|g| (g, true));
     let if_present = asked.generators_if_present.iter().map(|g| (g, false));
     for ((name, origin), needed) in needed.chain(if_present) {
@@ -473,6 +482,41 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         }
     }
     Ok(found)
+}
+
+/// The drop-in that lets `initrd-parse-etc.service` (the root's file at `path`)
+/// queue `initrd-cleanup.service` without a systemctl process, when it applies
+/// (see [`super::systemd_handover`]).
+fn add_parse_etc_drop_in(
+    root: &Root,
+    path: &str,
+    origin: &Origin,
+    found: &mut Found,
+) -> Result<()> {
+    use super::systemd_handover::{parse_etc_drop_in, systemd_version, DROP_IN};
+    let Some(text) = read_text(root, path) else {
+        return Ok(());
+    };
+    let has_drop_ins = UNIT_DIRS
+        .iter()
+        .any(|d| !entries(root, &format!("{d}/initrd-parse-etc.service.d")).is_empty());
+    let Some(version) = systemd_version(root) else {
+        return Ok(());
+    };
+    let Some(conf) = parse_etc_drop_in(&text, has_drop_ins, version) else {
+        return Ok(());
+    };
+    let name = "initrd-parse-etc.conf";
+    let dir = crate::cache::store_in(
+        "systemd",
+        &[(name.to_string(), conf.into_bytes())],
+        &[],
+        std::time::UNIX_EPOCH,
+    )
+    .map_err(|e| Error::at(origin.clone(), format!("cannot write {DROP_IN}: {e}")))?;
+    let o = origin.with_rule(format!("{DROP_IN} (from {path})"));
+    found.added.push(Added::generated(&dir, name, DROP_IN, &o)?);
+    Ok(())
 }
 
 /// The programs a rules file runs: `PROGRAM=`, `IMPORT{program}=`,
