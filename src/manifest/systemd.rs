@@ -293,8 +293,9 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         .collect();
     let mut seen: HashSet<String> = HashSet::new();
     let mut taken: HashSet<String> = HashSet::new();
-    // initrd-parse-etc.service, when taken: its file and origin.
-    let mut parse_etc: Option<(String, Origin)> = None;
+    // initrd-parse-etc.service, when taken: its file, origin, text, and
+    // whether the root has drop-ins for it.
+    let mut parse_etc: Option<(String, Origin, String, bool)> = None;
     while let Some((unit, origin, chain, needed)) = queue.pop_front() {
         if BUILTIN.contains(&unit.as_str()) || excluded(&unit) || !seen.insert(unit.clone()) {
             continue;
@@ -320,9 +321,6 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
             }
             continue;
         };
-        if unit == "initrd-parse-etc.service" {
-            parse_etc = Some((path.clone(), o.clone()));
-        }
         let mut texts = Vec::new();
         let mut follow = |inside: String, found: &mut Found| -> Result<()> {
             if taken.insert(inside.clone()) {
@@ -348,14 +346,15 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
                 ));
             }
         }
-        if let Some(t) = read_text(&root, &path) {
-            texts.push(t);
-        }
+        let unit_text = read_text(&root, &path);
+        texts.extend(unit_text.clone());
+        let mut drop_ins = 0;
         let file = path.rsplit('/').next().unwrap_or(&unit).to_string();
         for dir in UNIT_DIRS {
             for name in [unit.clone(), file.clone()].iter().collect::<BTreeSet<_>>() {
                 for conf in entries(&root, &format!("{dir}/{name}.d")) {
                     if conf.ends_with(".conf") {
+                        drop_ins += 1;
                         follow(conf.clone(), &mut found)?;
                         if let Some(t) = read_text(&root, &conf) {
                             texts.push(t);
@@ -382,6 +381,11 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
                         ));
                     }
                 }
+            }
+        }
+        if unit == "initrd-parse-etc.service" {
+            if let Some(text) = unit_text {
+                parse_etc = Some((path.clone(), o.clone(), text, drop_ins > 0));
             }
         }
         for text in &texts {
@@ -426,8 +430,8 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         }
     }
 
-    if let Some((path, o)) = parse_etc {
-        add_parse_etc_drop_in(&root, &path, &o, &mut found)?;
+    if let Some((path, o, text, has_drop_ins)) = parse_etc {
+        add_parse_etc_drop_in(&root, &path, &o, &text, has_drop_ins, &mut found)?;
     }
 
     let needed = asked.generators.iter().map(|g| (g, true));
@@ -484,26 +488,22 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     Ok(found)
 }
 
-/// The drop-in that lets `initrd-parse-etc.service` (the root's file at `path`)
-/// queue `initrd-cleanup.service` without a systemctl process, when it applies
+/// The drop-in that lets `initrd-parse-etc.service` (the root's file at `path`,
+/// `text`; `has_drop_ins`: the root has drop-ins for it) queue `initrd-cleanup.service` without a systemctl process, when it applies
 /// (see [`super::systemd_handover`]).
 fn add_parse_etc_drop_in(
     root: &Root,
     path: &str,
     origin: &Origin,
+    text: &str,
+    has_drop_ins: bool,
     found: &mut Found,
 ) -> Result<()> {
     use super::systemd_handover::{parse_etc_drop_in, systemd_version, DROP_IN};
-    let Some(text) = read_text(root, path) else {
-        return Ok(());
-    };
-    let has_drop_ins = UNIT_DIRS
-        .iter()
-        .any(|d| !entries(root, &format!("{d}/initrd-parse-etc.service.d")).is_empty());
     let Some(version) = systemd_version(root) else {
         return Ok(());
     };
-    let Some(conf) = parse_etc_drop_in(&text, has_drop_ins, version) else {
+    let Some(conf) = parse_etc_drop_in(text, has_drop_ins, version) else {
         return Ok(());
     };
     let name = "initrd-parse-etc.conf";
