@@ -362,6 +362,56 @@ fn the_generic_image_with_systemd_boots_every_root() {
     );
 }
 
+/// The systemd image's /init loads the modules of its modules-load.d lists (ext4 in
+/// the generic image) before systemd-modules-load.service runs: with systemd's log on
+/// the console (`loglevel=7` after the harness's `quiet`), that unit finishes without
+/// inserting ext4 itself, and the root is reached.
+#[test]
+fn the_systemd_inits_first_modules_are_loaded_before_systemd_modules_load() {
+    if support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    let Some(roots) = roots(&busybox) else {
+        return;
+    };
+    let root = &roots[0];
+    assert_eq!(root.fstype, "ext4", "{}", root.name);
+    let image = support::generic_image(&kernel, "systemd");
+    assert!(
+        support::modules_load(&image).iter().any(|m| m == "ext4"),
+        "the generic image loads ext4 first"
+    );
+    let console = boot(
+        &kernel,
+        &image,
+        root,
+        "loglevel=7 systemd.log_target=kmsg systemd.log_level=info",
+        300,
+    );
+    let want = format!("COMPOSER-ROOT-OK {} fs=ext4 pid=1", root.token);
+    assert!(
+        console.lines().any(|l| l.trim_end().ends_with(&want)),
+        "no `{want}`"
+    );
+    assert!(
+        console
+            .lines()
+            .any(|l| l.contains("Finished systemd-modules-load.service")),
+        "systemd-modules-load.service did not finish"
+    );
+    let late: Vec<&str> = console
+        .lines()
+        .filter(|l| l.contains("systemd-modules-load[") && l.contains("Inserted module 'ext4'"))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "systemd-modules-load inserted ext4, /init had not: {late:?}"
+    );
+}
+
 /// A root that is not there ends in the emergency shell, which answers, within the
 /// configured wait (`rd.timeout=`) and well before systemd's own 90 s default.
 fn missing_root(init: &str, rd_timeout: u64, append: &str, marker: &str) {

@@ -411,8 +411,10 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
 }
 
 /// The systemd image's /init starts loading the modules of its modules-load.d lists
-/// (with /proc mounted, so that the command line's blacklists and module options
-/// apply) and then runs systemd as PID 1; the boot tests show it reaches the root.
+/// (with a /proc of their own from unshare, so that the command line's blacklists and
+/// module options apply, or with /proc mounted where unshare is missing) and then runs
+/// systemd as PID 1. boot_root's
+/// `the_systemd_inits_first_modules_are_loaded_before_systemd_modules_load` boots it.
 #[test]
 fn the_systemd_inits_first_modules_load_beside_systemds_start() {
     let Some(kernel) = support::debian_kernel() else {
@@ -434,16 +436,28 @@ fn the_systemd_inits_first_modules_load_beside_systemds_start() {
             .position(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no `{prefix}` in /init:\n{init}"))
     };
-    let proc = at("mount -t proc -o nosuid,noexec,nodev proc /proc");
     let lists = at("for f in /etc/modules-load.d/*.conf /usr/lib/modules-load.d/*.conf");
-    let load = at("[ -z \"$mods\" ] || modprobe -q -b -a $mods &");
+    let unshare = at("PATH=$PATH unshare --mount-proc modprobe -q -b -a $mods &");
+    let proc = at("mount -t proc -o nosuid,noexec,nodev proc /proc");
+    let load = at("modprobe -q -b -a $mods &");
     let exec = at("exec /usr/lib/systemd/systemd \"$@\"");
-    assert!(proc < lists && lists < load && load < exec, "{init}");
+    assert!(
+        lists < unshare && unshare < proc && proc < load && load < exec,
+        "{init}"
+    );
     assert_eq!(
         exec,
         lines.len() - 1,
         "systemd is not the last step: {init}"
     );
+    // unshare is in the image where the root has it (util-linux).
+    if Path::new("/usr/bin/unshare").exists() {
+        let entries = paths(&image);
+        assert!(
+            entries.iter().any(|p| p.ends_with("bin/unshare")),
+            "no unshare in the image"
+        );
+    }
     // What it loads: the generic image's ext4.
     let list = support::modules_load(&image);
     assert!(list.iter().any(|m| m == "ext4"), "{list:?}");
