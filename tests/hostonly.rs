@@ -229,6 +229,8 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
         "hostonly ({h} bytes) is not much smaller than generic ({g} bytes)"
     );
 
+    layer_parts_follow_the_machine(&image, &generic);
+
     // This machine's root is ext4 on virtio-blk: so is the guest's.
     if fstype != "ext4" || !got.contains("virtio_blk") {
         support::skip(&format!(
@@ -263,4 +265,103 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
         "the hostonly image did not boot {}",
         root.name
     );
+}
+
+/// Whether the device `dev` (`major:minor`) is a plain block device: no
+/// device-mapper or md device, nothing below it.
+fn plain_device(dev: &str) -> bool {
+    let d = Path::new("/sys/dev/block").join(dev);
+    !d.join("dm").exists()
+        && !d.join("md").exists()
+        && fs::read_dir(d.join("slaves")).map_or(true, |r| r.count() == 0)
+}
+
+/// Whether this machine resumes from hibernation: a swap in use, `resume=` on its
+/// command line, or a resume device set.
+fn machine_resumes() -> bool {
+    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
+    let cmdline = fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let resume = fs::read_to_string("/sys/power/resume").unwrap_or_default();
+    swaps.lines().skip(1).any(|l| !l.trim().is_empty())
+        || cmdline
+            .split_whitespace()
+            .any(|a| a.len() > "resume=".len() && a.starts_with("resume="))
+        || !matches!(resume.trim(), "" | "0:0")
+}
+
+/// `[systemd.layers]`: on a plain root the hostonly systemd image leaves out the
+/// units, generators and udev rules of LUKS, LVM, md and device-mapper (and of
+/// hibernation, on a machine that cannot resume), which the generic image takes
+/// where the root has them.
+fn layer_parts_follow_the_machine(hostonly: &Path, generic: &Path) {
+    let (dev, _) = root_mount();
+    let entries = |image: &Path| -> BTreeSet<String> {
+        let out = support::run_ok(support::composer().arg("inspect").arg(image));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+            .collect()
+    };
+    let (h, g) = (entries(hostonly), entries(generic));
+    if !h.contains("usr/lib/systemd/systemd") {
+        support::skip("the hostonly image has no systemd: [systemd.layers] is not used");
+        return;
+    }
+    let in_root = |dirs: &[&str], name: &str| dirs.iter().any(|d| Path::new(d).join(name).exists());
+    let rules = ["/usr/lib/udev/rules.d", "/lib/udev/rules.d"];
+    let generators = [
+        "/usr/lib/systemd/system-generators",
+        "/lib/systemd/system-generators",
+    ];
+    let storage = [
+        (
+            &rules[..],
+            "69-lvm.rules",
+            "usr/lib/udev/rules.d/69-lvm.rules",
+        ),
+        (
+            &rules[..],
+            "55-dm.rules",
+            "usr/lib/udev/rules.d/55-dm.rules",
+        ),
+        (
+            &rules[..],
+            "64-md-raid-assembly.rules",
+            "usr/lib/udev/rules.d/64-md-raid-assembly.rules",
+        ),
+        (
+            &generators[..],
+            "systemd-cryptsetup-generator",
+            "usr/lib/systemd/system-generators/systemd-cryptsetup-generator",
+        ),
+    ];
+    let mut checked = 0;
+    for (dirs, name, inside) in storage {
+        if !in_root(dirs, name) {
+            continue;
+        }
+        checked += 1;
+        assert!(g.contains(inside), "the generic image has no {inside}");
+        if plain_device(&dev) {
+            assert!(
+                !h.contains(inside),
+                "the hostonly image of a plain root ({dev}) has {inside}"
+            );
+        }
+    }
+    if support::strict() {
+        assert!(
+            checked > 0,
+            "this machine has none of lvm2, mdadm, dmsetup, cryptsetup"
+        );
+    }
+    let resume = "usr/lib/systemd/system-generators/systemd-hibernate-resume-generator";
+    if in_root(&generators, "systemd-hibernate-resume-generator") {
+        assert!(g.contains(resume), "the generic image has no {resume}");
+        assert_eq!(
+            h.contains(resume),
+            machine_resumes(),
+            "the hostonly image's resume generator against this machine's swap and resume="
+        );
+    }
 }

@@ -31,6 +31,7 @@ mod stack;
 pub mod system;
 mod systemd;
 mod systemd_handover;
+mod systemd_layers;
 
 pub use early::DEFAULT_ACPI_DIR;
 pub use load::{load, LoadOptions, Loaded};

@@ -214,6 +214,35 @@ pub struct SystemdSettings {
     /// it does not.
     #[serde(default)]
     pub udev_rules_if_present: Vec<Spanned<String>>,
+    /// Names in the lists above (units, generators, udev rules files) that
+    /// only one layer of a block stack, or hibernation, needs. An image
+    /// whose `[stack]` is read from the root (hostonly) leaves out those of
+    /// the layers its machine does not have, with the links that pull them
+    /// in; other images take them all.
+    #[serde(default)]
+    pub layers: SystemdLayers,
+}
+
+/// `[systemd.layers]`: what each layer needs, by name.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SystemdLayers {
+    /// LUKS (`systemd-cryptsetup-generator`, `cryptsetup.target`).
+    #[serde(default)]
+    pub crypt: Vec<Spanned<String>>,
+    /// LVM (`69-lvm.rules`).
+    #[serde(default)]
+    pub lvm: Vec<Spanned<String>>,
+    /// md RAID (`64-md-raid-assembly.rules`, `mdadm-last-resort@.timer`).
+    #[serde(default)]
+    pub md: Vec<Spanned<String>>,
+    /// Any device-mapper layer: LUKS, LVM, multipath (`55-dm.rules`).
+    #[serde(default)]
+    pub dm: Vec<Spanned<String>>,
+    /// Resume from hibernation (`systemd-hibernate-resume-generator`): the
+    /// machine has a swap device in use or a `resume=` on its command line.
+    #[serde(default)]
+    pub resume: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]

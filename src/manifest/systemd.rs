@@ -281,7 +281,14 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         crate::glob::Separator::Literal,
         crate::glob::Below::No,
     )?;
-    let excluded = |unit: &str| excluded.as_ref().is_some_and(|g| g.is_match(unit));
+    // And what only the layers a hostonly image's machine lacks would need.
+    let layers_left_out: HashSet<String> = super::systemd_layers::left_out(loaded)?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let excluded = |unit: &str| {
+        excluded.as_ref().is_some_and(|g| g.is_match(unit)) || layers_left_out.contains(unit)
+    };
 
     // Units, breadth first, each once.
     // (unit, origin, chain, needed: one missing is said).
@@ -437,6 +444,9 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     let needed = asked.generators.iter().map(|g| (g, true));
     let if_present = asked.generators_if_present.iter().map(|g| (g, false));
     for ((name, origin), needed) in needed.chain(if_present) {
+        if layers_left_out.contains(name) {
+            continue;
+        }
         let inside = GENERATOR_DIRS
             .iter()
             .map(|d| format!("{d}/{name}"))
@@ -456,6 +466,9 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     let rules = asked.rules.iter().map(|r| (r, true));
     let if_present = asked.rules_if_present.iter().map(|r| (r, false));
     for ((name, origin), needed) in rules.chain(if_present) {
+        if layers_left_out.contains(name) {
+            continue;
+        }
         let Some(inside) = RULE_DIRS.iter().map(|d| format!("{d}/{name}")).find(|p| {
             root.host_of(Path::new(p), true)
                 .is_some_and(|h| h.is_file())
