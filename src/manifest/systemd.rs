@@ -282,10 +282,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         crate::glob::Below::No,
     )?;
     // And what only the layers a hostonly image's machine lacks would need.
-    let layers_left_out: HashSet<String> = super::systemd_layers::left_out(loaded)?
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect();
+    let layers_left_out = super::systemd_layers::left_out(loaded)?;
     let excluded = |unit: &str| {
         excluded.as_ref().is_some_and(|g| g.is_match(unit)) || layers_left_out.contains(unit)
     };

@@ -10,11 +10,10 @@
 //! images, and a hostonly image that also includes the `storage` profile, take
 //! them all.
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::load::{expand, Loaded};
-use crate::entry::Origin;
 use crate::error::Result;
 use crate::stack::{Kind, Stack};
 
@@ -102,15 +101,13 @@ fn have(loaded: &Loaded) -> Have {
     have
 }
 
-/// The names `[systemd.layers]` leaves out of the image, with where each was
-/// listed.
-pub(super) fn left_out(loaded: &Loaded) -> Result<Vec<(String, Origin)>> {
+/// The names `[systemd.layers]` leaves out of the image.
+pub(super) fn left_out(loaded: &Loaded) -> Result<HashSet<String>> {
     let have = have(loaded);
+    let mut out = HashSet::new();
     if have == Have::ALL {
-        return Ok(Vec::new());
+        return Ok(out);
     }
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
     for doc in &loaded.docs {
         let Some(s) = &doc.manifest.systemd else {
             continue;
@@ -127,10 +124,7 @@ pub(super) fn left_out(loaded: &Loaded) -> Result<Vec<(String, Origin)>> {
                 continue;
             }
             for v in list {
-                let name = expand(v, v.pos, &doc.file, &loaded.vars)?;
-                if seen.insert(name.clone()) {
-                    out.push((name, doc.origin(v.pos)));
-                }
+                out.insert(expand(v, v.pos, &doc.file, &loaded.vars)?);
             }
         }
     }
