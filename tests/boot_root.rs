@@ -313,6 +313,29 @@ fn boot(kernel: &DebianKernel, image: &Path, root: &Root, append: &str, timeout:
     r.console
 }
 
+/// Whether a line of `console` ends with `want`, or has it right before a kernel or
+/// journald message that the console put on the same line (`[   11.2] ...`: the
+/// initrd's journald still writes to the kernel's log while the root's init prints).
+fn has_line(console: &str, want: &str) -> bool {
+    console.lines().any(|l| {
+        l.match_indices(want).any(|(i, _)| {
+            let rest = l[i + want.len()..].trim_end();
+            rest.is_empty() || rest.starts_with('[')
+        })
+    })
+}
+
+#[test]
+fn a_marker_is_found_before_a_message_on_its_line_and_not_with_more_after_it() {
+    let want = "COMPOSER-STATIC-NODES mapper/control btrfs-control loop-control";
+    let line =
+        format!("{want}[   11.225289] systemd-journald[96]: Failed to send stream file descriptor");
+    assert!(has_line(&line, want));
+    assert!(has_line(&format!("x\n{want}  \ny"), want));
+    assert!(!has_line(&format!("{want} fuse"), want));
+    assert!(!has_line("COMPOSER-STATIC-NODES mapper/control", want));
+}
+
 /// Every root booted with the generic image and `init`; with `static_nodes`, the
 /// console must also show that the root found those device nodes in /dev before
 /// their modules were loaded (the static nodes the image's modules.devname names).
@@ -328,12 +351,12 @@ fn boots_every_root(init: &str, append: &str, timeout: u64, static_nodes: Option
     for root in &roots {
         let console = boot(&kernel, &image, root, append, timeout);
         let want = format!("COMPOSER-ROOT-OK {} fs={} pid=1", root.token, root.fstype);
-        if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+        if !has_line(&console, &want) {
             failed.push(format!("{}: no `{want}`", root.name));
         }
         if let Some(nodes) = static_nodes {
             let want = format!("COMPOSER-STATIC-NODES {nodes}");
-            if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+            if !has_line(&console, &want) {
                 failed.push(format!("{}: no `{want}`", root.name));
             }
         }
@@ -392,10 +415,7 @@ fn the_systemd_inits_first_modules_are_loaded_before_systemd_modules_load() {
         300,
     );
     let want = format!("COMPOSER-ROOT-OK {} fs=ext4 pid=1", root.token);
-    assert!(
-        console.lines().any(|l| l.trim_end().ends_with(&want)),
-        "no `{want}`"
-    );
+    assert!(has_line(&console, &want), "no `{want}`");
     assert!(
         console
             .lines()
