@@ -295,13 +295,8 @@ fn machine_resumes() -> bool {
 /// where the root has them.
 fn layer_parts_follow_the_machine(hostonly: &Path, generic: &Path) {
     let (dev, _) = root_mount();
-    let entries = |image: &Path| -> BTreeSet<String> {
-        let out = support::run_ok(support::composer().arg("inspect").arg(image));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_whitespace().last().map(str::to_string))
-            .collect()
-    };
+    let entries =
+        |image: &Path| -> BTreeSet<String> { support::image_paths(image).into_iter().collect() };
     let (h, g) = (entries(hostonly), entries(generic));
     if !h.contains("usr/lib/systemd/systemd") {
         support::skip("the hostonly image has no systemd: [systemd.layers] is not used");

@@ -199,15 +199,6 @@ fn the_generic_profile_keeps_microcode_early_and_compressed_modules_uncompressed
     );
 }
 
-/// The paths of an image, as `composer inspect` lists them (the last field).
-fn paths(image: &Path) -> Vec<String> {
-    let out = support::run_ok(support::composer().arg("inspect").arg(image));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
-        .collect()
-}
-
 /// `[systemd] exclude_units`, by name and by glob: the unit is not taken, whatever
 /// pulls it in (a `Wants=` or a `.wants/` link), and neither is the link; the others
 /// are. Without the list, all of them are (so the exclusion is what leaves them out).
@@ -254,7 +245,7 @@ fn excluded_units_are_left_out_with_the_links_to_them() {
                 .arg("-o")
                 .arg(&image),
         );
-        paths(&image)
+        support::image_paths(&image)
     };
     let unit = |p: &str| format!("usr/lib/systemd/system/{p}");
     let all = build("");
@@ -300,7 +291,7 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         return;
     }
     let image = support::generic_image(&kernel, "systemd");
-    let all = paths(&image);
+    let all = support::image_paths(&image);
     let has = |p: &str| all.iter().any(|q| q.ends_with(p));
     for p in [
         "/initrd.target",
@@ -452,7 +443,7 @@ fn the_systemd_inits_first_modules_load_beside_systemds_start() {
     );
     // unshare is in the image where the root has it (util-linux).
     if Path::new("/usr/bin/unshare").exists() {
-        let entries = paths(&image);
+        let entries = support::image_paths(&image);
         assert!(
             entries.iter().any(|p| p.ends_with("bin/unshare")),
             "no unshare in the image"
@@ -486,7 +477,7 @@ fn systemd_units_stay_out_of_an_image_with_the_shell_init() {
                 .arg("-o")
                 .arg(&image),
         );
-        paths(&image)
+        support::image_paths(&image)
     };
     let unit = "usr/lib/systemd/system/systemd-networkd.service";
     let with_units = build("none");

@@ -71,6 +71,17 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// Whether a document named like profile `name` (`NAME.toml`) is among the
+    /// documents: the profile itself, from wherever it was found.
+    pub fn has_profile(&self, name: &str) -> bool {
+        let file = format!("{name}.toml");
+        self.docs.iter().any(|d| {
+            Path::new(&*d.file)
+                .file_name()
+                .is_some_and(|n| n == file.as_str())
+        })
+    }
+
     /// What the merged settings ask of the build's policy.
     pub fn asked(&self) -> Asked {
         let d = &self.defaults;

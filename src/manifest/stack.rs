@@ -115,11 +115,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         )
         .with_hint("[stack] from_root reads /proc/self/mountinfo and /sys of the running machine")
     })?;
-    let network = loaded.docs.iter().any(|d| {
-        Path::new(&*d.file)
-            .file_name()
-            .is_some_and(|n| n == "network.toml")
-    });
+    let network = loaded.has_profile("network");
     from_stack(&stack, keyfiles, network, &origin, &loaded.root)
 }
 

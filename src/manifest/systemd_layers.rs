@@ -91,12 +91,11 @@ fn have(loaded: &Loaded) -> Have {
     let Ok(stack) = super::stack::running(&loaded.root) else {
         return Have::ALL;
     };
-    let storage = loaded.docs.iter().any(|d| {
-        Path::new(&*d.file)
-            .file_name()
-            .is_some_and(|n| n == "storage.toml")
-    });
-    let mut have = if storage { Have::ALL } else { of_stack(&stack) };
+    let mut have = if loaded.has_profile("storage") {
+        Have::ALL
+    } else {
+        of_stack(&stack)
+    };
     have.resume = running_resumes();
     have
 }

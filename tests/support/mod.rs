@@ -1147,6 +1147,15 @@ pub fn image_file(image: &Path, path: &str) -> String {
     String::from_utf8_lossy(&image_bytes(image, path)).into_owned()
 }
 
+/// The paths of an image, as `composer inspect` lists them (the last field).
+pub fn image_paths(image: &Path) -> Vec<String> {
+    let out = run_ok(composer().arg("inspect").arg(image));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
 /// The modules an image's inits load from the start: the names in its
 /// `/etc/modules-load.d/composer.conf`, in order.
 pub fn modules_load(image: &Path) -> Vec<String> {
