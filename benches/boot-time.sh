@@ -264,8 +264,8 @@ done
 
 # KVM when the kernel, started with it and no root, reaches its panic within 30 s (a
 # guest that boots in a second or two with KVM); else TCG. A /dev/kvm can open, and
-# even start a paused guest, and still not run one at any speed (seen in nested
-# setups: the boot then never got past the firmware).
+# even start a paused guest, and still not run one at any speed (on one machine this
+# ran on, every boot with it stopped in the firmware until its timeout).
 accel=(-accel tcg -cpu max)
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
     probe_log="$work/logs/kvm-probe.log"
