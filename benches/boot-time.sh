@@ -266,10 +266,10 @@ done
 # guest that boots in a second or two with KVM); else TCG. A /dev/kvm can open, and
 # even start a paused guest, and still not run one at any speed (on one machine this
 # ran on, every boot with it stopped in the firmware until its timeout).
+mkdir -p "$work/logs"
 accel=(-accel tcg -cpu max)
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
     probe_log="$work/logs/kvm-probe.log"
-    mkdir -p "$work/logs"
     if timeout 30 qemu-system-x86_64 -accel kvm -cpu host -smp 1 -m 256 \
         -nographic -no-reboot -nodefaults -serial stdio -monitor none \
         -kernel "$vmlinuz" -append "console=ttyS0 panic=-1 printk.time=1" \
@@ -308,7 +308,6 @@ boot() { # IMAGE LOG DISK ROOT
 }
 
 echo "== $boots boots of ${#runs[@]} images and roots (${accel[*]}, -smp $smp)" >&2
-mkdir -p "$work/logs"
 printf 'image\tboot\tunpack_start\tunpack_end\trun_init\troot\n' >"$work/boots.tsv"
 for ((i = 1; i <= boots; i++)); do
     for n in "${runs[@]}"; do
