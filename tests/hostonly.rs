@@ -189,6 +189,24 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
         strangers.is_empty(),
         "hostonly: the load list names modules the image lacks: {strangers:?}"
     );
+    // The systemd image's cold plug by modalias (the build's drop-in beside the
+    // profile's) is there unless the load list, with what modprobe loads beside
+    // it, is every module of the image: then udev would find nothing to load.
+    let paths = support::image_paths(&image);
+    let has = |p: &str| paths.iter().any(|q| q.ends_with(p));
+    if has("systemd-udev-trigger.service.d/composer.conf") {
+        let inserted: BTreeSet<String> = load
+            .iter()
+            .flat_map(|m| modprobe(&depmod, &kernel.version, m))
+            .collect();
+        let all = inserted.is_superset(&got);
+        eprintln!("hostonly: the load list loads every module of the image: {all}");
+        assert_eq!(
+            has("systemd-udev-trigger.service.d/modaliases.conf"),
+            !all,
+            "hostonly: the cold plug by modalias does not follow the load list (loads {inserted:?}, image {got:?})"
+        );
+    }
     // `composer why` gives each module's reason: the rule and the device or filesystem.
     let why = support::run_ok(
         support::composer()

@@ -315,11 +315,25 @@ fn the_systemd_init_leaves_a_general_systems_units_out() {
         assert!(has(p), "the systemd image has no {p}");
     }
     // Cold plug: the devices the initrd acts on and every device with a driver to
-    // load, in place of systemd's trigger of every object in /sys.
-    let conf = support::image_file(
-        &image,
-        "etc/systemd/system/systemd-udev-trigger.service.d/composer.conf",
-    );
+    // load, in place of systemd's trigger of every object in /sys. The drop-ins'
+    // lines in the order systemd applies them (by name): the profile's resets
+    // ExecStart=, the build's (the generic image holds modules its /init does not
+    // load) adds the trigger by modalias.
+    let dir = "etc/systemd/system/systemd-udev-trigger.service.d";
+    let mut drop_ins: Vec<&String> = all
+        .iter()
+        .filter(|p| p.trim_start_matches('/').starts_with(&format!("{dir}/")))
+        .collect();
+    drop_ins.sort_by_key(|p| p.rsplit('/').next().map(str::to_string));
+    let names: Vec<&str> = drop_ins
+        .iter()
+        .filter_map(|p| p.rsplit('/').next())
+        .collect();
+    assert_eq!(names, ["composer.conf", "modaliases.conf"], "{drop_ins:?}");
+    let conf: String = names
+        .iter()
+        .map(|n| support::image_file(&image, &format!("{dir}/{n}")))
+        .collect();
     let execs: Vec<&str> = conf
         .lines()
         .filter(|l| l.starts_with("ExecStart="))
@@ -495,5 +509,106 @@ fn systemd_units_stay_out_of_an_image_with_the_shell_init() {
             .iter()
             .any(|p| p.starts_with("usr/lib/systemd/system/")),
         "units in the shell init's image: {shell:?}"
+    );
+}
+
+/// The systemd image's cold plug by modalias is left out exactly when the image's
+/// /init loads every module it holds: its load list, with the dependencies and soft
+/// dependencies modprobe loads beside it (read from Debian's tree with kmod's
+/// modprobe), is every module of the image.
+#[test]
+fn the_cold_plug_by_modalias_follows_what_init_loads() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if support::require_tool("udevadm", "udev").is_none()
+        || support::require_tool("modprobe", "kmod").is_none()
+    {
+        return;
+    }
+    let Some(depmod) = support::debian_kernel_depmod(&kernel) else {
+        return;
+    };
+    let dir = Scratch::new("profile-coldplug");
+    let build = |name: &str, rules: &str| {
+        let m = dir.join(format!("{name}.toml"));
+        fs::write(&m, format!("init = \"systemd\"\n\n{rules}")).unwrap();
+        let image = dir.join(format!("{name}.img"));
+        support::run_ok(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&m)
+                .arg("-o")
+                .arg(&image),
+        );
+        let paths = support::image_paths(&image);
+        assert!(
+            paths
+                .iter()
+                .any(|p| p.ends_with("systemd-udev-trigger.service.d/composer.conf")),
+            "{name}: no cold plug drop-in: {paths:?}"
+        );
+        let modules: Vec<String> = paths
+            .iter()
+            .filter(|p| p.contains("/kernel/") && p.contains(".ko"))
+            .map(|p| {
+                let file = p.rsplit('/').next().unwrap();
+                file.split(".ko").next().unwrap().replace('-', "_")
+            })
+            .collect();
+        let by_modalias = paths
+            .iter()
+            .any(|p| p.ends_with("systemd-udev-trigger.service.d/modaliases.conf"));
+        (modules, by_modalias)
+    };
+    // What modprobe inserts for a name, in Debian's tree.
+    let inserts = |name: &str| -> Vec<String> {
+        let out = Command::new("modprobe")
+            .arg("-d")
+            .arg(&depmod)
+            .args(["-S", &kernel.version, "--show-depends", name])
+            .output()
+            .expect("run modprobe");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("insmod "))
+            .filter_map(|p| p.split_whitespace().next())
+            .map(|p| {
+                let file = p.rsplit('/').next().unwrap();
+                file.split(".ko").next().unwrap().replace('-', "_")
+            })
+            .collect()
+    };
+    let loaded = inserts("ext4");
+    assert!(
+        loaded.len() > 1,
+        "ext4 has no dependencies here: {loaded:?}"
+    );
+
+    // ext4 loaded at boot, and its dependencies come with it: nothing is left for
+    // udev to load.
+    let (modules, by_modalias) = build("all", "[[module]]\nnames = [\"ext4\"]\nload = true\n");
+    let mut want = loaded.clone();
+    want.sort();
+    let mut got = modules.clone();
+    got.sort();
+    assert_eq!(got, want, "the image's modules are not ext4's probe list");
+    assert!(
+        !by_modalias,
+        "the cold plug by modalias is in an image whose /init loads all of {modules:?}"
+    );
+
+    // One more module, not loaded at boot (nor by ext4's modprobe): udev may load it.
+    let (modules, by_modalias) = build(
+        "more",
+        "[[module]]\nnames = [\"ext4\"]\nload = true\n\n[[module]]\nnames = [\"virtio_blk\"]\n",
+    );
+    assert!(modules.iter().any(|m| m == "virtio_blk"), "{modules:?}");
+    assert!(
+        !loaded.iter().any(|m| m == "virtio_blk"),
+        "ext4 loads virtio_blk here: {loaded:?}"
+    );
+    assert!(
+        by_modalias,
+        "no cold plug by modalias in an image with a module its /init does not load"
     );
 }

@@ -74,8 +74,13 @@ impl Loaded {
     /// Whether a document named like profile `name` (`NAME.toml`) is among the
     /// documents: the profile itself, from wherever it was found.
     pub fn has_profile(&self, name: &str) -> bool {
+        self.profile(name).is_some()
+    }
+
+    /// The document named like profile `name` (`NAME.toml`), if it is in.
+    pub fn profile(&self, name: &str) -> Option<&Doc> {
         let file = format!("{name}.toml");
-        self.docs.iter().any(|d| {
+        self.docs.iter().find(|d| {
             Path::new(&*d.file)
                 .file_name()
                 .is_some_and(|n| n == file.as_str())

@@ -898,13 +898,15 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         &mut warnings,
     )?;
     let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
+    let coldplug = super::systemd_coldplug::add(loaded, modules.list_loads_all)?;
     for a in units
         .added
         .into_iter()
         .chain(stack.added)
         .chain(console.added)
         .chain(binaries)
-        .chain(modules)
+        .chain(modules.added)
+        .chain(coldplug)
     {
         let name = ImagePath::normalise(&a.dest, &a.origin)?;
         let e = lw.declared(name, a.kind, a.mode, (None, None), a.origin);

@@ -19,6 +19,7 @@ use crate::cache::{cache_dir, store};
 use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
 use crate::resolve::kmod::depmod::{self, Depmod, ModFile};
+use crate::resolve::kmod::probe::Step;
 use crate::resolve::kmod::select::{Request, Selection};
 use crate::resolve::kmod::{firmware, host, ko, ModuleTree};
 use crate::resolve::root::Root;
@@ -254,15 +255,30 @@ fn with_rule(origin: &Origin, rule: String) -> Origin {
 
 /// Resolves every module rule of the loaded documents: the modules, their
 /// firmware and the metadata modprobe needs.
+/// What the module rules add: the files, and whether the image's `/init`,
+/// loading its load list (`modprobe -b -a`, names of
+/// `/etc/modules-load.d/composer.conf`), loads every module the image holds.
+pub(super) struct Modules {
+    pub added: Vec<Added>,
+    /// True when the load list's modules, with what modprobe loads beside
+    /// them (dependencies, soft dependencies), are all the image's modules:
+    /// a cold plug by modalias then finds nothing more to load. False when
+    /// the image has no module rules.
+    pub list_loads_all: bool,
+}
+
 pub(super) fn add_all(
     loaded: &Loaded,
     modes: FileModes,
     warnings: &mut Vec<Warning>,
-) -> Result<Vec<Added>> {
+) -> Result<Modules> {
     let reqs = requests(loaded)?;
     let mut out = Vec::new();
     if reqs.is_empty() {
-        return Ok(out);
+        return Ok(Modules {
+            added: out,
+            list_loads_all: false,
+        });
     }
     let mut fw_include = Vec::new();
     let mut fw_exclude = Vec::new();
@@ -464,6 +480,7 @@ pub(super) fn add_all(
 
     let image_dir = format!("lib/modules/{kver}");
     let names: Vec<&str> = sel.modules.iter().map(|m| m.name.as_str()).collect();
+    let list_loads_all = loads_all(&tree, &load_list, &names);
     tree.preload(&names)
         .map_err(|e| Error::at(first.clone(), e.to_string()).with_hint(e.hint()))?;
 
@@ -623,7 +640,25 @@ pub(super) fn add_all(
         )?;
     }
     drop(tree);
-    Ok(out)
+    Ok(Modules {
+        added: out,
+        list_loads_all,
+    })
+}
+
+/// Whether `modprobe -b -a LIST` loads every module of `image`: each one is
+/// inserted for a name of the list, as a dependency or a soft dependency
+/// (a module the configuration replaces by an `install` command is not).
+fn loads_all(tree: &ModuleTree, list: &[String], image: &[&str]) -> bool {
+    let mut inserted: HashSet<String> = HashSet::new();
+    for q in list {
+        for p in tree.show_depends(q, true).unwrap_or_default() {
+            if let Step::Insmod { name, .. } = p.step {
+                inserted.insert(name);
+            }
+        }
+    }
+    image.iter().all(|m| inserted.contains(*m))
 }
 
 /// At most five names, then how many more.
