@@ -512,12 +512,13 @@ fn systemd_units_stay_out_of_an_image_with_the_shell_init() {
     );
 }
 
-/// The systemd image's cold plug by modalias is left out exactly when the image's
-/// /init loads every module it holds: its load list, with the dependencies and soft
-/// dependencies modprobe loads beside it (read from Debian's tree with kmod's
-/// modprobe), is every module of the image.
+/// The cold plug (the systemd image's trigger by modalias, the shell init's rounds of
+/// modprobes) is left out exactly when the image's /init loads every module it holds:
+/// its load list, with the dependencies and soft dependencies modprobe loads beside
+/// it (read from Debian's tree with kmod's modprobe), is every module of the image.
+/// The images without one still reach their root.
 #[test]
-fn the_cold_plug_by_modalias_follows_what_init_loads() {
+fn the_cold_plug_follows_what_init_loads() {
     let Some(kernel) = support::debian_kernel() else {
         return;
     };
@@ -530,10 +531,15 @@ fn the_cold_plug_by_modalias_follows_what_init_loads() {
         return;
     };
     let dir = Scratch::new("profile-coldplug");
-    let build = |name: &str, rules: &str| {
-        let m = dir.join(format!("{name}.toml"));
-        fs::write(&m, format!("init = \"systemd\"\n\n{rules}")).unwrap();
-        let image = dir.join(format!("{name}.img"));
+    let module_name = |p: &str| {
+        let file = p.rsplit('/').next().unwrap();
+        file.split(".ko").next().unwrap().replace('-', "_")
+    };
+    // (image, its modules, whether its init cold plugs)
+    let build = |name: &str, init: &str, rules: &str| {
+        let m = dir.join(format!("{name}-{init}.toml"));
+        fs::write(&m, format!("init = \"{init}\"\n\n{rules}")).unwrap();
+        let image = dir.join(format!("{name}-{init}.img"));
         support::run_ok(
             support::build_for(&kernel.version, &kernel.modules_dir())
                 .arg(&m)
@@ -541,74 +547,107 @@ fn the_cold_plug_by_modalias_follows_what_init_loads() {
                 .arg(&image),
         );
         let paths = support::image_paths(&image);
-        assert!(
-            paths
-                .iter()
-                .any(|p| p.ends_with("systemd-udev-trigger.service.d/composer.conf")),
-            "{name}: no cold plug drop-in: {paths:?}"
-        );
-        let modules: Vec<String> = paths
+        let has = |p: &str| paths.iter().any(|q| q.ends_with(p));
+        let mut modules: Vec<String> = paths
             .iter()
             .filter(|p| p.contains("/kernel/") && p.contains(".ko"))
-            .map(|p| {
-                let file = p.rsplit('/').next().unwrap();
-                file.split(".ko").next().unwrap().replace('-', "_")
-            })
+            .map(|p| module_name(p))
             .collect();
-        let by_modalias = paths
-            .iter()
-            .any(|p| p.ends_with("systemd-udev-trigger.service.d/modaliases.conf"));
-        (modules, by_modalias)
+        modules.sort();
+        let coldplug = if init == "systemd" {
+            assert!(
+                has("systemd-udev-trigger.service.d/composer.conf"),
+                "{name}: no cold plug drop-in: {paths:?}"
+            );
+            assert!(!has("usr/lib/composer/list-loads-all"), "{paths:?}");
+            has("systemd-udev-trigger.service.d/modaliases.conf")
+        } else {
+            assert!(!has("systemd-udev-trigger.service.d/modaliases.conf"));
+            !has("usr/lib/composer/list-loads-all")
+        };
+        (image, modules, coldplug)
     };
-    // What modprobe inserts for a name, in Debian's tree.
-    let inserts = |name: &str| -> Vec<String> {
-        let out = Command::new("modprobe")
-            .arg("-d")
-            .arg(&depmod)
-            .args(["-S", &kernel.version, "--show-depends", name])
-            .output()
-            .expect("run modprobe");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_prefix("insmod "))
-            .filter_map(|p| p.split_whitespace().next())
-            .map(|p| {
-                let file = p.rsplit('/').next().unwrap();
-                file.split(".ko").next().unwrap().replace('-', "_")
-            })
-            .collect()
+    // What modprobe inserts for the names, in Debian's tree.
+    let inserts = |names: &[&str]| -> Vec<String> {
+        let mut all = Vec::new();
+        for name in names {
+            let out = Command::new("modprobe")
+                .arg("-d")
+                .arg(&depmod)
+                .args(["-S", &kernel.version, "--show-depends", name])
+                .output()
+                .expect("run modprobe");
+            all.extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("insmod "))
+                    .filter_map(|p| p.split_whitespace().next())
+                    .map(module_name),
+            );
+        }
+        all.sort();
+        all.dedup();
+        all
     };
-    let loaded = inserts("ext4");
+    let list = ["virtio_pci", "virtio_blk", "ext4"];
+    let loaded = inserts(&list);
     assert!(
-        loaded.len() > 1,
-        "ext4 has no dependencies here: {loaded:?}"
+        loaded.len() > list.len(),
+        "no dependencies here: {loaded:?}"
     );
+    let all_rules = "[[module]]\nnames = [\"virtio_pci\", \"virtio_blk\", \"ext4\"]\nload = true\n";
+    let roots =
+        support::require_boot_env().and_then(|(_, _, busybox)| crate::boot_root::roots(&busybox));
+    for init in ["systemd", "shell"] {
+        // The disk's drivers and ext4 loaded at boot, and their dependencies come
+        // with them: nothing is left for a cold plug to load.
+        let (image, modules, coldplug) = build("all", init, all_rules);
+        assert_eq!(
+            modules, loaded,
+            "{init}: the image's modules are not the list's"
+        );
+        assert!(
+            !coldplug,
+            "{init}: a cold plug in an image whose /init loads all of {modules:?}"
+        );
 
-    // ext4 loaded at boot, and its dependencies come with it: nothing is left for
-    // udev to load.
-    let (modules, by_modalias) = build("all", "[[module]]\nnames = [\"ext4\"]\nload = true\n");
-    let mut want = loaded.clone();
-    want.sort();
-    let mut got = modules.clone();
-    got.sort();
-    assert_eq!(got, want, "the image's modules are not ext4's probe list");
-    assert!(
-        !by_modalias,
-        "the cold plug by modalias is in an image whose /init loads all of {modules:?}"
-    );
+        // One more module, not loaded at boot (nor by the list's modprobes): a cold
+        // plug may load it.
+        let (_, modules, coldplug) = build(
+            "more",
+            init,
+            &format!("{all_rules}\n[[module]]\nnames = [\"virtio_net\"]\n"),
+        );
+        assert!(modules.iter().any(|m| m == "virtio_net"), "{modules:?}");
+        assert!(!loaded.iter().any(|m| m == "virtio_net"), "{loaded:?}");
+        assert!(
+            coldplug,
+            "{init}: no cold plug in an image with a module its /init does not load"
+        );
 
-    // One more module, not loaded at boot (nor by ext4's modprobe): udev may load it.
-    let (modules, by_modalias) = build(
-        "more",
-        "[[module]]\nnames = [\"ext4\"]\nload = true\n\n[[module]]\nnames = [\"virtio_blk\"]\n",
-    );
-    assert!(modules.iter().any(|m| m == "virtio_blk"), "{modules:?}");
-    assert!(
-        !loaded.iter().any(|m| m == "virtio_blk"),
-        "ext4 loads virtio_blk here: {loaded:?}"
-    );
-    assert!(
-        by_modalias,
-        "no cold plug by modalias in an image with a module its /init does not load"
-    );
+        // The image without a cold plug reaches an ext4 root on virtio-blk.
+        let Some(roots) = &roots else {
+            continue;
+        };
+        let root = &roots[0];
+        assert_eq!(root.fstype, "ext4");
+        let r = support::qemu_boot_with(
+            &kernel,
+            &image,
+            &support::BootOptions {
+                memory_mib: 1024,
+                extra_append: format!("root={} rd.timeout=60", root.root_arg),
+                extra_args: root.qemu.iter().map(Into::into).collect(),
+                timeout: std::time::Duration::from_secs(300),
+                ..support::BootOptions::default()
+            },
+        );
+        let want = format!("COMPOSER-ROOT-OK {} fs=ext4 pid=1", root.token);
+        assert!(
+            r.console.lines().any(|l| l.trim_end().ends_with(&want)),
+            "{init}: the image without a cold plug did not boot {}:\n{}",
+            root.name,
+            r.console
+        );
+    }
 }

@@ -898,7 +898,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         &mut warnings,
     )?;
     let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
-    let coldplug = super::systemd_coldplug::add(loaded, modules.list_loads_all)?;
+    let coldplug = super::coldplug::add(loaded, modules.list_loads_all)?;
     for a in units
         .added
         .into_iter()

@@ -10,12 +10,13 @@
 //! * `segments`, `early`: `[[segment]]` and `[early]`;
 //! * `systemd`, `stack`: `[systemd]`, and `[stack]` (the running root's
 //!   block stack, which `[[module]] rootfs` reads too);
-//! * `systemd_coldplug`: the systemd image's cold plug by modalias, left out
-//!   when the image's /init loads every module it holds;
+//! * `coldplug`: what each init learns of its cold plug from the build (none
+//!   is needed when the image's /init loads every module it holds);
 //! * `console`: `[console]` (the keymap and font loaded before a prompt);
 //! * `import`: a manifest from a gen_init_cpio list.
 
 mod binaries;
+mod coldplug;
 mod console;
 pub mod de;
 mod early;
@@ -32,7 +33,6 @@ mod segments;
 mod stack;
 pub mod system;
 mod systemd;
-mod systemd_coldplug;
 mod systemd_handover;
 mod systemd_layers;
 
