@@ -253,8 +253,6 @@ fn with_rule(origin: &Origin, rule: String) -> Origin {
     origin.with_rule(rule)
 }
 
-/// Resolves every module rule of the loaded documents: the modules, their
-/// firmware and the metadata modprobe needs.
 /// What the module rules add: the files, and whether the image's `/init`,
 /// loading its load list (`modprobe -b -a`, names of
 /// `/etc/modules-load.d/composer.conf`), loads every module the image holds.
@@ -267,6 +265,8 @@ pub(super) struct Modules {
     pub list_loads_all: bool,
 }
 
+/// Resolves every module rule of the loaded documents: the modules, their
+/// firmware and the metadata modprobe needs.
 pub(super) fn add_all(
     loaded: &Loaded,
     modes: FileModes,
