@@ -651,3 +651,47 @@ fn the_cold_plug_follows_what_init_loads() {
         );
     }
 }
+
+/// The shell init loads dm-mod with its first modules when the command line names a
+/// device-mapper root, and only then (composer-storage's `storage_early`, run by the
+/// POSIX sh the init runs on).
+#[test]
+fn the_shell_init_loads_dm_mod_early_for_a_device_mapper_root() {
+    let storage = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/init/composer-storage");
+    let early = |args: &[&str], root: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(
+                ". \"$0\"; root=$1; shift; for a; do storage_arg \"$a\"; done; \
+                 storage_early \"$root\"; printf '%s' \"$early\"",
+            )
+            .arg(&storage)
+            .arg(root)
+            .args(args)
+            .output()
+            .expect("run sh");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for root in ["/dev/mapper/vg-root", "/dev/dm-0", "/dev/vg/root"] {
+        assert_eq!(early(&[], root), "dm-mod", "root={root}");
+    }
+    for root in [
+        "/dev/vda1",
+        "/dev/md/root",
+        "/dev/disk/by-uuid/6c0f9d1e",
+        "UUID=6c0f9d1e",
+        "LABEL=root",
+    ] {
+        assert_eq!(early(&[], root), "", "root={root}");
+    }
+    for arg in [
+        "rd.lvm.vg=vg",
+        "rd.lvm.lv=vg/root",
+        "rd.luks.uuid=luks-0a1b",
+        "rd.luks.name=0a1b=root",
+    ] {
+        assert_eq!(early(&[arg], "UUID=6c0f9d1e"), "dm-mod", "{arg}");
+    }
+    assert_eq!(early(&["rd.md.uuid=0a1b", "quiet"], "UUID=6c0f9d1e"), "");
+}
