@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::support::{self, BootOptions, DebianKernel, Scratch};
@@ -87,33 +86,13 @@ fn queries() -> (String, BTreeMap<String, String>) {
     (fstype, q)
 }
 
-/// The modules `modprobe --show-depends` loads for `query` in Debian's tree.
-fn modprobe(base: &Path, kver: &str, query: &str) -> Vec<String> {
-    let out = Command::new("modprobe")
-        .arg("-d")
-        .arg(base)
-        .args(["-S", kver, "--show-depends", query])
-        .output()
-        .expect("run modprobe");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.strip_prefix("insmod "))
-        .map(|p| module_name(p.split_whitespace().next().unwrap()))
-        .collect()
-}
-
-fn module_name(path: &str) -> String {
-    let file = path.rsplit('/').next().unwrap();
-    file.split(".ko").next().unwrap().replace('-', "_")
-}
-
 /// The modules an image holds.
 fn image_modules(image: &Path) -> BTreeSet<String> {
     let out = support::run_ok(support::composer().arg("inspect").arg(image));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains("lib/modules/") && l.contains(".ko"))
-        .map(module_name)
+        .map(support::module_name)
         .collect()
 }
 
@@ -145,7 +124,7 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
     let (fstype, queries) = queries();
     let mut expected = BTreeSet::new();
     for (q, from) in &queries {
-        let mods = modprobe(&depmod, &kernel.version, q);
+        let mods = support::modprobe_inserts(&depmod, &kernel.version, q);
         eprintln!(
             "choice: {q} (from {from}) -> {}",
             if mods.is_empty() {
@@ -197,7 +176,7 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
     if has("systemd-udev-trigger.service.d/composer.conf") {
         let inserted: BTreeSet<String> = load
             .iter()
-            .flat_map(|m| modprobe(&depmod, &kernel.version, m))
+            .flat_map(|m| support::modprobe_inserts(&depmod, &kernel.version, m))
             .collect();
         let all = inserted.is_superset(&got);
         eprintln!("hostonly: the load list loads every module of the image: {all}");

@@ -531,10 +531,6 @@ fn the_cold_plug_follows_what_init_loads() {
         return;
     };
     let dir = Scratch::new("profile-coldplug");
-    let module_name = |p: &str| {
-        let file = p.rsplit('/').next().unwrap();
-        file.split(".ko").next().unwrap().replace('-', "_")
-    };
     // (image, its modules, whether its init cold plugs)
     let build = |name: &str, init: &str, rules: &str| {
         let m = dir.join(format!("{name}-{init}.toml"));
@@ -551,7 +547,7 @@ fn the_cold_plug_follows_what_init_loads() {
         let mut modules: Vec<String> = paths
             .iter()
             .filter(|p| p.contains("/kernel/") && p.contains(".ko"))
-            .map(|p| module_name(p))
+            .map(|p| support::module_name(p))
             .collect();
         modules.sort();
         let coldplug = if init == "systemd" {
@@ -569,22 +565,10 @@ fn the_cold_plug_follows_what_init_loads() {
     };
     // What modprobe inserts for the names, in Debian's tree.
     let inserts = |names: &[&str]| -> Vec<String> {
-        let mut all = Vec::new();
-        for name in names {
-            let out = Command::new("modprobe")
-                .arg("-d")
-                .arg(&depmod)
-                .args(["-S", &kernel.version, "--show-depends", name])
-                .output()
-                .expect("run modprobe");
-            all.extend(
-                String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("insmod "))
-                    .filter_map(|p| p.split_whitespace().next())
-                    .map(module_name),
-            );
-        }
+        let mut all: Vec<String> = names
+            .iter()
+            .flat_map(|n| support::modprobe_inserts(&depmod, &kernel.version, n))
+            .collect();
         all.sort();
         all.dedup();
         all

@@ -558,6 +558,29 @@ pub fn debian_kernel() -> Option<DebianKernel> {
     })
 }
 
+/// The modules kmod's `modprobe --show-depends` inserts for `query` (a name or
+/// alias) in the tree `base` made by [`debian_kernel_depmod`], in its order.
+pub fn modprobe_inserts(base: &Path, kver: &str, query: &str) -> Vec<String> {
+    let out = Command::new("modprobe")
+        .arg("-d")
+        .arg(base)
+        .args(["-S", kver, "--show-depends", query])
+        .output()
+        .expect("run modprobe");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("insmod "))
+        .filter_map(|p| p.split_whitespace().next())
+        .map(module_name)
+        .collect()
+}
+
+/// A module's name from its file's path (`.../dm-mod.ko.xz` is `dm_mod`).
+pub fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.split(".ko").next().unwrap_or(file).replace('-', "_")
+}
+
 /// Module metadata for `kernel` made by kmod's `depmod` (the package ships none), in a
 /// separate cached tree so the unpacked package stays pristine. Returns the base
 /// directory `B` (for `depmod -b B`, `modprobe -d B -S <version>`):
