@@ -25,8 +25,7 @@ use crate::error::{Error, Result};
 
 /// Where the systemd drop-in goes: beside the profile's `composer.conf`,
 /// after it.
-pub(super) const DROP_IN: &str =
-    "/etc/systemd/system/systemd-udev-trigger.service.d/modaliases.conf";
+const DROP_IN: &str = "/etc/systemd/system/systemd-udev-trigger.service.d/modaliases.conf";
 
 const DROP_IN_TEXT: &str = "\
 # composer: after the devices the initrd acts on (composer.conf), every
@@ -38,7 +37,7 @@ ExecStart=-udevadm trigger --type=devices --action=add --attr-match=modalias
 ";
 
 /// Where the shell init looks for the build's word.
-pub(super) const MARKER: &str = "/usr/lib/composer/list-loads-all";
+const MARKER: &str = "/usr/lib/composer/list-loads-all";
 
 const MARKER_TEXT: &str = "\
 # composer: the modules of /etc/modules-load.d, with what modprobe loads
