@@ -69,6 +69,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-storage"),
     ),
     (
+        "init/composer-cmdline",
+        include_str!("../../profiles/init/composer-cmdline"),
+    ),
+    (
         "init/composer-network",
         include_str!("../../profiles/init/composer-network"),
     ),

@@ -1,0 +1,357 @@
+//! The shell init's kernel command line, without booting a guest: its parser and pure
+//! functions (profiles/init: composer-cmdline, with composer-storage and
+//! composer-network sourced as /init sources them) run under busybox sh, driven by the
+//! table in `tests/init/cmdline.tsv` (a command line and the state it must produce, as
+//! dracut keeps in its TEST-98-GETARG). A row whose state changes fails; so does an
+//! option of the book's command line tables that no row uses.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::{self, Scratch};
+
+/// Every variable the parser sets (the init's, the storage's and the network's
+/// options) and what the init derives from them, in the order they are shown.
+const STATE: &[&str] = &[
+    "root",
+    "rootfstype",
+    "rootflags",
+    "mode",
+    "rootwait",
+    "rootdelay",
+    "init",
+    "panic",
+    "shell",
+    "emergency",
+    "breaks",
+    "debug",
+    "timeout",
+    "resume",
+    "usr",
+    "usrfstype",
+    "usrflags",
+    "coldplug_all",
+    "cl_notes",
+    "st_luks",
+    "st_luks_uuids",
+    "st_luks_names",
+    "st_luks_options",
+    "st_luks_keys",
+    "st_luks_crypttab",
+    "st_lvm",
+    "st_lvm_vgs",
+    "st_lvm_lvs",
+    "st_md",
+    "st_md_uuids",
+    "st_md_conf",
+    "st_retry",
+    "st_requests",
+    "nt_ips",
+    "nt_need",
+    "nt_bootif",
+    "nt_netroot",
+    "nt_root",
+    "nt_want",
+    "nt_server",
+    "nt_port",
+    "nt_export",
+    "nt_target",
+    "nt_lun",
+    "nt_user",
+    "nt_pass",
+    "nt_nfs",
+    "nt_path",
+    "nt_opts",
+    "nt_bad",
+    "nt_initiator",
+    "nt_ibft",
+    "nt_nfsroot",
+    "nt_nossh",
+    "root_spec",
+    "early",
+    "forever",
+    "action_boot",
+    "action_unlock",
+];
+
+fn init_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/init")
+}
+
+/// The harness: sources the init's files as /init does (say() quiet, the network's
+/// state under `$3`), reads command line `$2`, and prints every variable of [`STATE`]
+/// as NAME=VALUE, newlines as `|`.
+fn harness_script() -> String {
+    let mut s = String::from(
+        r#"set -e
+say() { :; }
+. "$1/composer-storage"
+. "$1/composer-network"
+. "$1/composer-cmdline"
+set +e
+nt_dir=$3
+parse_cmdline "$2"
+net_setup
+dev_spec "$root"
+root_spec=$dspec
+storage_early "$root"
+forever=
+if waits_forever; then forever=1; fi
+fail_action boot
+action_boot=$action
+fail_action unlock
+action_unlock=$action
+for v in"#,
+    );
+    for v in STATE {
+        s.push(' ');
+        s.push_str(v);
+    }
+    s.push_str(
+        r#"; do
+	eval "val=\${$v}"
+	printf '%s=%s\n' "$v" "$(printf '%s' "$val" | tr '\n' '|')"
+done
+"#,
+    );
+    s
+}
+
+/// Runs the parser on `cmdline`; the state it printed, white space folded.
+fn parse(busybox: &Path, cmdline: &str, scratch: &Path) -> BTreeMap<String, String> {
+    let out = support::run_ok(
+        Command::new(busybox)
+            .args(["sh", "-c", &harness_script(), "harness"])
+            .arg(init_dir())
+            .arg(cmdline)
+            .arg(scratch.join("net")),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let state: BTreeMap<String, String> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), fold(v)))
+        .collect();
+    assert_eq!(
+        state.len(),
+        STATE.len(),
+        "the harness printed {state:?} for {cmdline:?}"
+    );
+    state
+}
+
+fn fold(v: &str) -> String {
+    v.split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The table's rows: a command line and the variables that differ from the first
+/// row's.
+fn rows() -> Vec<(String, Vec<(String, String)>)> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/init/cmdline.tsv"),
+    )
+    .unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let mut fields = l.split('\t');
+            let cmdline = fields.next().unwrap().to_string();
+            let want = fields
+                .filter(|f| !f.is_empty())
+                .map(|f| {
+                    let (k, v) = f
+                        .split_once('=')
+                        .unwrap_or_else(|| panic!("{f:?} in row {l:?} is not NAME=VALUE"));
+                    assert!(
+                        STATE.contains(&k),
+                        "{k} in row {l:?} is not a state variable"
+                    );
+                    (k.to_string(), fold(v))
+                })
+                .collect();
+            (cmdline, want)
+        })
+        .collect()
+}
+
+#[test]
+fn every_command_line_of_the_table_gives_its_state() {
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let scratch = Scratch::new("init-cmdline");
+    let rows = rows();
+    assert!(rows.len() >= 60, "the table has {} rows", rows.len());
+    assert_eq!(rows[0].0, "", "the first row is the empty command line");
+    let defaults = parse(&busybox, "", scratch.path());
+    assert!(
+        rows[0].1.is_empty(),
+        "the empty command line's row lists no changes"
+    );
+    let mut wrong = Vec::new();
+    for (cmdline, want) in &rows {
+        let mut expected = defaults.clone();
+        for (k, v) in want {
+            expected.insert(k.clone(), v.clone());
+        }
+        let got = parse(&busybox, cmdline, scratch.path());
+        for v in STATE {
+            if got[*v] != expected[*v] {
+                wrong.push(format!(
+                    "{cmdline:?}: {v} is {:?}, the table says {:?}",
+                    got[*v], expected[*v]
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The defaults themselves, as the book states them.
+    assert_eq!(defaults["timeout"], "30");
+    assert_eq!(defaults["mode"], "ro");
+    assert_eq!(defaults["init"], "/sbin/init");
+    assert_eq!(defaults["action_boot"], "shell");
+    assert_eq!(defaults["action_unlock"], "reboot");
+}
+
+/// The options of a command line table in the book: the first column's code spans,
+/// each cut at its `=` (or `*`).
+fn book_options(page: &str, heading: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("book/src")
+            .join(page),
+    )
+    .unwrap();
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("{page} has no {heading:?}"));
+    let mut options = Vec::new();
+    for line in text[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+    {
+        let first = line.split('|').nth(1).unwrap_or("");
+        for span in first.split('`').skip(1).step_by(2) {
+            let key = span
+                .split(['=', '*', '…'])
+                .next()
+                .unwrap_or("")
+                .trim_end_matches('.');
+            if !key.is_empty() {
+                options.push(key.to_string());
+            }
+        }
+    }
+    assert!(!options.is_empty(), "{page}: no table after {heading:?}");
+    options
+}
+
+#[test]
+fn every_option_of_the_books_tables_is_in_the_table() {
+    let rows = rows();
+    let words: Vec<String> = rows
+        .iter()
+        .flat_map(|(c, _)| c.split(' ').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let mut missing = Vec::new();
+    for (page, heading) in [
+        ("booting.md", "## Kernel command line"),
+        ("storage.md", "## The kernel command line"),
+    ] {
+        for option in book_options(page, heading) {
+            // Options the kernel and kmod read, not the init.
+            if option.starts_with("modprobe.") {
+                continue;
+            }
+            let hit = words.iter().any(|w| {
+                w == &option
+                    || w.starts_with(&format!("{option}="))
+                    || (option.ends_with('.') && w.starts_with(&option))
+                    || w.starts_with(&format!("root={option}"))
+                    || w.starts_with(&format!("root={option}="))
+            });
+            if !hit {
+                missing.push(format!("{page}: {option}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "options in the book that no row of tests/init/cmdline.tsv uses:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// The /dev/disk/by-id and by-path names the init computes from sysfs (udev's
+/// 60-persistent-storage.rules and path_id), on a sysfs tree made here: a virtio disk
+/// with a serial (root0) and a partition, an NVMe namespace.
+#[test]
+fn the_by_id_and_by_path_names_are_udevs() {
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let scratch = Scratch::new("init-links");
+    let sys = scratch.path().join("sys");
+    let vda = sys.join("devices/pci0000:00/0000:00:04.0/virtio1/block/vda");
+    let nvme = sys.join("devices/pci0000:00/0000:00:05.0/nvme/nvme0");
+    std::fs::create_dir_all(vda.join("vda2")).unwrap();
+    std::fs::create_dir_all(nvme.join("nvme0n1")).unwrap();
+    std::fs::create_dir_all(sys.join("class/block")).unwrap();
+    std::fs::write(vda.join("serial"), "root0\n").unwrap();
+    std::fs::write(nvme.join("nvme0n1/nsid"), "1\n").unwrap();
+    std::fs::write(vda.join("vda2/partition"), "2\n").unwrap();
+    std::fs::write(
+        nvme.join("model"),
+        "QEMU NVMe Ctrl                          \n",
+    )
+    .unwrap();
+    std::fs::write(nvme.join("serial"), "deadbeef            \n").unwrap();
+    std::fs::write(nvme.join("nvme0n1/wwid"), "eui.0011223344556677\n").unwrap();
+    std::os::unix::fs::symlink("../../nvme0", nvme.join("nvme0n1/device")).unwrap();
+    for (name, target) in [
+        (
+            "vda",
+            "../../devices/pci0000:00/0000:00:04.0/virtio1/block/vda",
+        ),
+        (
+            "vda2",
+            "../../devices/pci0000:00/0000:00:04.0/virtio1/block/vda/vda2",
+        ),
+        (
+            "nvme0n1",
+            "../../devices/pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1",
+        ),
+    ] {
+        std::os::unix::fs::symlink(target, sys.join("class/block").join(name)).unwrap();
+    }
+    let script = r#"storage_arg() { :; }
+net_arg() { :; }
+. "$1/composer-cmdline"
+sys=$2
+for d in vda vda2 nvme0n1 sdz; do
+	dev_links "$d"
+	echo "$d: $links"
+done
+"#;
+    let out = support::run_ok(
+        Command::new(&busybox)
+            .args(["sh", "-c", script, "harness"])
+            .arg(init_dir())
+            .arg(&sys),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text,
+        "vda: virtio-root0 pci-0000:00:04.0 virtio-pci-0000:00:04.0\n\
+         vda2: virtio-root0-part2 pci-0000:00:04.0-part2 virtio-pci-0000:00:04.0-part2\n\
+         nvme0n1: nvme-QEMU_NVMe_Ctrl_deadbeef nvme-QEMU_NVMe_Ctrl_deadbeef_1 \
+         nvme-eui.0011223344556677 pci-0000:00:05.0-nvme-1\n\
+         sdz: \n"
+    );
+}
