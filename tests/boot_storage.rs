@@ -616,3 +616,125 @@ fn systemd_starts_a_raid1_with_a_disk_missing_degraded() {
 fn systemd_names_the_device_after_three_wrong_passphrases() {
     wrong_passphrase("systemd");
 }
+
+/// Boots `cases` (what, options) at once, two guests at a time (the qemu slots); each
+/// result with its case's name, in order.
+fn boot_parallel(
+    kernel: &DebianKernel,
+    image: &Path,
+    cases: Vec<(String, BootOptions)>,
+) -> Vec<(String, support::BootResult)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cases
+            .into_iter()
+            .map(|(what, opts)| {
+                s.spawn(move || {
+                    let r = support::qemu_boot_with(kernel, image, &opts);
+                    eprintln!(
+                        "--- {what} ({:.1} s) ---\n{}",
+                        r.elapsed.as_secs_f64(),
+                        r.console
+                    );
+                    (what, r)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// A person slow to type: the passphrase of md RAID1 -> LUKS2 -> LVM typed 120 s after
+/// its prompt shows, with dracut's command line and no rd.timeout (the shell init's
+/// default is 30 s), and with rd.timeout=30: both boot, as the time at a prompt does
+/// not count against the wait for the root.
+fn late_passphrase(init: &str) {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let image = support::generic_image(&kernel, init);
+    let base = format!("root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.lvm.vg=cmpenc");
+    let cases = ["", " rd.timeout=30"]
+        .iter()
+        .map(|t| {
+            (
+                format!("{init}: passphrase 120 s late,{t} (no rd.timeout when empty)"),
+                BootOptions {
+                    memory_mib: 1024,
+                    extra_append: format!("{base}{t} {}", extra_append(init)),
+                    extra_args: disks.attach(ENC),
+                    timeout: Duration::from_secs(if init == "systemd" { 600 } else { 420 }),
+                    answers: passphrase(init, 1),
+                    answer_delay: Duration::from_secs(120),
+                    ..BootOptions::default()
+                },
+            )
+        })
+        .collect();
+    let want = format!("COMPOSER-ROOT-OK {} ", disks.token("enc"));
+    let failed: Vec<String> = boot_parallel(&kernel, &image, cases)
+        .into_iter()
+        .filter(|(_, r)| {
+            !r.console.lines().any(|l| l.contains(&want)) || r.console.contains(PASSPHRASE)
+        })
+        .map(|(what, _)| what)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "no `{want}` (or the passphrase shown): {failed:?}"
+    );
+}
+
+#[test]
+fn shell_init_waits_for_a_passphrase_typed_two_minutes_late() {
+    late_passphrase("shell");
+}
+
+/// After three wrong passphrases and no rd.shell, no shell answers what is typed: the
+/// console says why, and the guest reboots (qemu, started with -no-reboot, ends by
+/// itself), as Debian's cryptroot does since CVE-2016-4484.
+#[test]
+fn shell_init_gives_no_shell_after_three_wrong_passphrases() {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    let image = support::generic_image(&kernel, "shell");
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!("root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.timeout=60"),
+        extra_args: disks.attach(ENC),
+        timeout: Duration::from_secs(300),
+        answers: (0..3)
+            .map(|i| {
+                (
+                    "Enter passphrase for".to_string(),
+                    format!("not-the-passphrase-{i}\n"),
+                )
+            })
+            .collect(),
+        type_when: Some((
+            "no shell after wrong passphrases".into(),
+            "echo SHELL-ALIVE-$((6*7))\n".into(),
+        )),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(&kernel, &image, &opts);
+    eprintln!(
+        "--- three wrong passphrases, no rd.shell ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(
+        r.console.contains(ENC_LUKS_UUID),
+        "the console does not name the device"
+    );
+    assert!(
+        r.console.contains("no shell after wrong passphrases")
+            && r.console.contains("reboot in 5 s"),
+        "the console does not say why there is no shell"
+    );
+    assert!(!r.console.contains("SHELL-ALIVE-42"), "a shell answered");
+    assert!(!r.timed_out, "the guest did not reboot");
+}

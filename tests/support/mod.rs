@@ -744,6 +744,9 @@ pub struct BootOptions {
     /// its prompt to show after the previous answer was typed (a passphrase asked three
     /// times is three entries).
     pub answers: Vec<(String, String)>,
+    /// How long after its prompt shows each of `answers` is typed (a person slow to
+    /// answer; default none beyond the half second every answer waits).
+    pub answer_delay: Duration,
     /// qemu is stopped as soon as the console shows this.
     pub stop_when: Option<String>,
     /// Boot from UEFI firmware instead of `-kernel`: the image given is then an
@@ -779,6 +782,7 @@ impl Default for BootOptions {
             timeout: Duration::from_secs(120),
             type_when: None,
             answers: Vec::new(),
+            answer_delay: Duration::ZERO,
             stop_when: None,
             uefi: None,
             cpu: "max".into(),
@@ -953,6 +957,9 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     let mut answers = opts.answers.iter().chain(&opts.type_when);
     let mut next = answers.next();
     let mut from = 0;
+    // When the prompt of the next answer showed (its delay runs from then).
+    let mut prompted: Option<Instant> = None;
+    let mut typed = 0;
     loop {
         if child.try_wait().expect("waiting for qemu").is_some() {
             break;
@@ -960,13 +967,23 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
         let seen = String::from_utf8_lossy(&out_buf.lock().unwrap()).into_owned();
         if let Some((when, what)) = next {
             if let Some(at) = seen.get(from..).and_then(|s| s.find(when.as_str())) {
-                if let Some(input) = stdin.as_mut() {
-                    std::thread::sleep(Duration::from_millis(500));
-                    let _ = std::io::Write::write_all(input, what.as_bytes());
-                    let _ = std::io::Write::flush(input);
+                let delay = if typed < opts.answers.len() {
+                    opts.answer_delay
+                } else {
+                    Duration::ZERO
+                };
+                let shown = *prompted.get_or_insert_with(Instant::now);
+                if shown.elapsed() >= delay {
+                    if let Some(input) = stdin.as_mut() {
+                        std::thread::sleep(Duration::from_millis(500));
+                        let _ = std::io::Write::write_all(input, what.as_bytes());
+                        let _ = std::io::Write::flush(input);
+                    }
+                    from += at + when.len();
+                    next = answers.next();
+                    prompted = None;
+                    typed += 1;
                 }
-                from += at + when.len();
-                next = answers.next();
             }
         }
         if opts
