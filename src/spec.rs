@@ -79,8 +79,9 @@ pub struct ImageSpec {
     pub elf: Option<Resolution>,
     /// Where the image goes: `-o`, else the manifest's default output.
     pub output: Option<std::path::PathBuf>,
-    /// The image holds key material: written 0600 even over a file whose
-    /// mode was wider.
+    /// The image holds a secret (a key file, an SSH host key, a file
+    /// marked `secret = true`): written 0600 even over a file whose mode was
+    /// wider.
     pub private: bool,
     /// `[image] max_size` and where it was set.
     pub max_size: Option<(u64, crate::entry::Origin)>,

@@ -357,6 +357,162 @@ fn an_image_holding_a_key_file_is_private_even_over_a_wider_file() {
     assert_eq!(fs::metadata(&out).unwrap().mode() & 0o7777, 0o644);
 }
 
+/// Builds `manifest` (with `args`) over `out`, made a 0644 file first; gives the
+/// output's mode afterwards and the build's standard error.
+fn build_over_0644(out: &Path, manifest: &Path, args: &[&str]) -> (u32, String) {
+    fs::write(out, b"the image initramfs-tools left").unwrap();
+    fs::set_permissions(out, fs::Permissions::from_mode(0o644)).unwrap();
+    let r = support::run_ok(
+        support::composer()
+            .arg("build")
+            .arg(manifest)
+            .arg("-o")
+            .arg(out)
+            .arg("--no-sync")
+            .args(args),
+    );
+    let mode = fs::metadata(out).unwrap().mode() & 0o7777;
+    (mode, String::from_utf8_lossy(&r.stderr).into_owned())
+}
+
+/// An image of the ssh-unlock profile holds the root's SSH host private keys: built
+/// over the 0644 image initramfs-tools leaves in /boot, it is 0600 (whoever could
+/// read it could pose as the machine), and the build names each key and the
+/// profile's rule that put it there.
+#[test]
+fn an_ssh_unlock_image_is_private_even_over_a_wider_file() {
+    for (tool, pkg) in [
+        ("ssh-keygen", "openssh-client"),
+        ("dropbear", "dropbear-bin"),
+        ("dropbearconvert", "dropbear-bin"),
+    ] {
+        if support::require_tool(tool, pkg).is_none() {
+            return;
+        }
+    }
+    let dir = Scratch::new("out-ssh-unlock");
+    let keys = dir.join("hostkeys");
+    fs::create_dir_all(&keys).unwrap();
+    for (kind, file) in [
+        ("ed25519", keys.join("ssh_host_ed25519_key")),
+        ("ecdsa", keys.join("ssh_host_ecdsa_key")),
+        ("ed25519", dir.join("admin")),
+    ] {
+        support::run_ok(
+            Command::new("ssh-keygen")
+                .args(["-q", "-t", kind, "-N", "", "-C", "composer-test", "-f"])
+                .arg(&file),
+        );
+    }
+    // The profile's network modules are optional: an empty module tree will do.
+    let kmod = dir.join("kmod");
+    fs::create_dir_all(&kmod).unwrap();
+    for f in ["modules.dep", "modules.alias", "modules.builtin"] {
+        fs::write(kmod.join(f), b"").unwrap();
+    }
+    let manifest = dir.join("ssh.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "include = [\"ssh-unlock\"]\n\n[vars]\nssh_authorized_keys = {}\nssh_host_keys = {}\n",
+            support::toml_str(&dir.join("admin.pub").to_string_lossy()),
+            support::toml_str(&keys.to_string_lossy()),
+        ),
+    )
+    .unwrap();
+    let out = dir.join("initrd.img");
+    let kmod = kmod.to_string_lossy().into_owned();
+    let args = ["--kver", "6.1.0-test", "--kmoddir", kmod.as_str()];
+    let (mode, err) = build_over_0644(&out, &manifest, &args);
+    assert_eq!(
+        mode, 0o600,
+        "an image holding SSH host keys is {mode:o}:\n{err}"
+    );
+    for key in ["ssh_host_ed25519_key", "ssh_host_ecdsa_key"] {
+        let named = format!("the image holds the SSH host private key /etc/composer/ssh/{key}");
+        let line = err.lines().find(|l| l.contains(&named));
+        assert!(
+            line.is_some_and(|l| l.contains("ssh-unlock.toml:")),
+            "no warning naming {key} and the profile's rule:\n{err}"
+        );
+    }
+    // The authorized keys are public: no warning of their own.
+    assert!(!err.contains("authorized_keys"), "{err}");
+    // The keys the image holds are the root's.
+    assert_eq!(
+        support::image_bytes(&out, "etc/composer/ssh/ssh_host_ed25519_key"),
+        fs::read(keys.join("ssh_host_ed25519_key")).unwrap()
+    );
+}
+
+/// A file, a tree or a glob marked `secret = true` makes the image private, as an
+/// SSH host key does by its name; the build names the secret and the rule. The same
+/// image without a secret, built over a 0644 file, keeps 0644.
+#[test]
+fn an_image_holding_a_marked_secret_is_private_and_one_without_keeps_its_mode() {
+    let dir = Scratch::new("out-secret");
+    let root = dir.join("root");
+    fs::create_dir_all(root.join("etc/wifi")).unwrap();
+    fs::write(root.join("etc/wifi.psk"), b"correct horse battery staple\n").unwrap();
+    fs::write(root.join("etc/wifi/home.psk"), b"psk=hunter2\n").unwrap();
+    fs::write(root.join("etc/motd"), b"hello\n").unwrap();
+    fs::write(root.join("etc/ssh_host_rsa_key"), b"not really a key\n").unwrap();
+    let out = dir.join("initrd.img");
+    let manifest = |rule: &str| {
+        let m = dir.join("m.toml");
+        fs::write(
+            &m,
+            format!(
+                "root = {}\n\n[[file]]\nsrc = \"/etc/motd\"\n\n{rule}",
+                support::toml_str(&root.to_string_lossy())
+            ),
+        )
+        .unwrap();
+        m
+    };
+    for (rule, named) in [
+        (
+            "[[file]]\nsrc = \"/etc/wifi.psk\"\nsecret = true\n",
+            "the image holds the secret /etc/wifi.psk (marked secret = true)",
+        ),
+        (
+            "[[tree]]\nsrc = \"/etc/wifi\"\nsecret = true\n",
+            "the image holds the secret /etc/wifi/home.psk (marked secret = true)",
+        ),
+        (
+            "[[glob]]\npatterns = [\"/etc/*.psk\"]\nsecret = true\n",
+            "the image holds the secret /etc/wifi.psk (marked secret = true)",
+        ),
+        (
+            "[[file]]\nsrc = \"/etc/ssh_host_rsa_key\"\ndst = \"/etc/dropbear/ssh_host_rsa_key\"\n",
+            "the image holds the SSH host private key /etc/dropbear/ssh_host_rsa_key \
+             (an SSH server's host key, by its name)",
+        ),
+    ] {
+        let (mode, err) = build_over_0644(&out, &manifest(rule), &[]);
+        assert_eq!(mode, 0o600, "{rule}: the image is {mode:o}:\n{err}");
+        let line = err.lines().find(|l| l.contains(named));
+        assert!(
+            line.is_some_and(|l| l.contains("m.toml:6:1:") && l.ends_with("it is written 0600")),
+            "{rule}: no warning naming the secret and its rule ({named}):\n{err}"
+        );
+        // The tree's directory is no secret.
+        assert!(!err.contains("secret /etc/wifi "), "{err}");
+    }
+    // The same files without `secret`: no warning, and the file's mode is kept.
+    for rule in [
+        "[[file]]\nsrc = \"/etc/wifi.psk\"\n",
+        "[[tree]]\nsrc = \"/etc/wifi\"\nsecret = false\n",
+    ] {
+        let (mode, err) = build_over_0644(&out, &manifest(rule), &[]);
+        assert_eq!(
+            mode, 0o644,
+            "{rule}: an image without secrets is {mode:o}:\n{err}"
+        );
+        assert!(!err.contains("the image holds"), "{rule}:\n{err}");
+    }
+}
+
 #[test]
 fn sockets_and_block_devices_are_refused_as_outputs() {
     let dir = Scratch::new("out-refused");

@@ -41,6 +41,8 @@ struct Lowered {
     warnings: Vec<Warning>,
     /// The image's directory symlinks (merged /usr): link -> target.
     links: HashMap<Vec<u8>, Vec<u8>>,
+    /// The files rules mark secret, by name, with the rule of each.
+    secrets: Vec<(Vec<u8>, Origin)>,
 }
 
 /// How strongly an entry claims its name: an implied directory (a parent,
@@ -161,6 +163,9 @@ pub(super) struct Lowerer<'a> {
     /// An origin of each fixed rule name ("dir", "symlink", ...) of each
     /// document, whose place the entries they make share.
     words: Vec<(&'static str, Origin)>,
+    /// The regular files made by rules marked `secret = true` (names
+    /// before merged /usr rewriting), with their rule.
+    secrets: Vec<(Vec<u8>, Origin)>,
 }
 
 /// A manifest path in normal form (see [`ImagePath::normalise`]).
@@ -543,6 +548,9 @@ impl Lowerer<'_> {
         let mode = self.file_mode(r.mode, &st.meta);
         let mut e = self.declared(dest, kind, mode, (r.uid, r.gid), origin);
         e.align = align_hint(r.align);
+        if r.secret {
+            self.secret(&e);
+        }
         self.declare(e);
         Ok(())
     }
@@ -660,6 +668,9 @@ impl Lowerer<'_> {
                 seen_inodes.insert(key, dest.clone());
             }
             let (e, claim) = self.walked(&entry, &meta, dest, &origin, align)?;
+            if r.secret {
+                self.secret(&e);
+            }
             crate::progress::advance(1);
             self.made.push(e, claim);
         }
@@ -741,6 +752,9 @@ impl Lowerer<'_> {
                     matched += 1;
                     let (e, claim) =
                         self.walked(&entry, &meta, dest, &origin, align_hint(r.align))?;
+                    if r.secret {
+                        self.secret(&e);
+                    }
                     self.made.push(e, claim);
                 }
             }
@@ -753,6 +767,14 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Notes `e` as a secret when it is a regular file (what a secret tree
+    /// or glob also takes, its directories and symlinks, is none).
+    fn secret(&mut self, e: &Entry) {
+        if matches!(e.kind, Kind::File { .. }) {
+            self.secrets.push((e.name.to_vec(), e.origin.clone()));
+        }
     }
 
     fn binary(&mut self, name: &str, optional: bool, origin: Origin) -> Result<()> {
@@ -822,15 +844,11 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
     let links = lowered.links;
     let merged =
         |p: &str| String::from_utf8_lossy(&through_links(p.as_bytes(), &links)).into_owned();
-    let keys = super::keys::held(&lowered.entries);
-    for k in &keys {
+    let secrets = super::keys::held(&lowered.entries, &lowered.secrets);
+    for s in &secrets {
         warnings.push(Warning {
-            origin: Some(k.origin.clone()),
-            message: format!(
-                "the image holds the key file {} ({}): whoever can read the image can open \
-                 the volume; it is written 0600",
-                k.name, k.why
-            ),
+            origin: Some(s.origin.clone()),
+            message: s.warning(),
             details: Vec::new(),
         });
     }
@@ -841,7 +859,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         warnings,
         elf: lowered.elf,
         output: Some(loaded.output.clone()),
-        private: !keys.is_empty(),
+        private: !secrets.is_empty(),
         max_size: loaded.max_size.clone(),
         target: Some(crate::spec::BootTarget {
             root: loaded.root.clone(),
@@ -877,6 +895,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         owner: (d.uid.unwrap_or(0), d.gid.unwrap_or(0)),
         fixed: policy.mtime.fixed,
         words: Vec::new(),
+        secrets: Vec::new(),
     };
     for (doc, t) in loaded.docs.iter().zip(taken) {
         lw.rules(doc, t)?;
@@ -1116,11 +1135,16 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         // without a copy.
         entries.sort_unstable_by(|a, b| a.names().max().cmp(&b.names().max()));
     }
+    let secrets = std::mem::take(&mut lw.secrets)
+        .into_iter()
+        .map(|(name, origin)| (through_links(&name, &links), origin))
+        .collect();
     Ok(Lowered {
         entries,
         elf,
         warnings: lw.warnings,
         links,
+        secrets,
     })
 }
 

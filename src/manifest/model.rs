@@ -417,6 +417,10 @@ pub struct FileRule {
     /// Skip the rule, instead of failing, when the source does not exist.
     #[serde(default)]
     pub optional: bool,
+    /// The file is a secret (a private key, a password): the build names
+    /// it, and the image is written 0600 even over a file that allowed more.
+    #[serde(default)]
+    pub secret: bool,
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
@@ -496,6 +500,9 @@ pub struct TreeRule {
     pub align: Option<AlignSpec>,
     #[serde(default)]
     pub optional: bool,
+    /// Every regular file the tree takes is a secret, as a file's `secret`.
+    #[serde(default)]
+    pub secret: bool,
 }
 
 /// Files matching glob patterns in the source root.
@@ -512,6 +519,10 @@ pub struct GlobRule {
     /// Accept patterns that match nothing.
     #[serde(default)]
     pub optional: bool,
+    /// Every regular file the patterns match is a secret, as a file's
+    /// `secret`.
+    #[serde(default)]
+    pub secret: bool,
 }
 
 #[derive(Deserialize, JsonSchema, Debug, Clone)]

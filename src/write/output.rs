@@ -6,8 +6,8 @@
 //!   failure the temporary file is removed and an existing output is left as
 //!   it was. A replaced file keeps its permission bits and, where the
 //!   process may set them, its owner and group; a new one is 0600, as
-//!   gen_init_cpio `-o` and dracut make theirs. An image that holds key
-//!   files ([`Output::private`]) is 0600 even when it replaces a file.
+//!   gen_init_cpio `-o` and dracut make theirs. An image that holds
+//!   secrets ([`Output::private`]) is 0600 even when it replaces a file.
 //! * A symlink is followed (a chain of them too, and one that dangles): the
 //!   file it names is what gets replaced, as `install` and `cp` do; the
 //!   link stays.
