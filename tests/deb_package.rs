@@ -116,6 +116,7 @@ fn a_kernel_package_installed_beside_composers_package_gets_a_booting_initrd() {
         "./usr/bin/composer",
         "./usr/lib/composer/profiles/generic.toml",
         "./usr/lib/kernel/install.d/50-composer.install",
+        "./usr/lib/kernel/install.d/95-composer-private.install",
         "./etc/kernel/postinst.d/composer",
         "./etc/kernel/postrm.d/composer",
         "./usr/share/man/man1/composer-build.1.gz",

@@ -67,6 +67,9 @@ struct KernelInstall {
     boot: PathBuf,
     path: String,
     args: String,
+    /// Plugins run after systemd's 90-loaderentry.install and before composer's
+    /// 95-composer-private.install.
+    between: Vec<PathBuf>,
 }
 
 const MACHINE_ID: &str = "0123456789abcdef0123456789abcdef";
@@ -83,11 +86,13 @@ impl KernelInstall {
             boot,
             path: path_with_composer(dir),
             args: build_args(kernel),
+            between: Vec::new(),
         }
     }
 
     /// `kernel-install -v ARGS` with composer's plugin and, for the bls layout,
-    /// systemd's own 90-loaderentry.install after it.
+    /// systemd's own 90-loaderentry.install after it, then composer's
+    /// 95-composer-private.install, as the package installs them.
     fn run(&self, args: &[&str]) -> std::process::Output {
         let out = self.try_run(args);
         assert!(out.status.success(), "kernel-install {args:?} failed");
@@ -96,10 +101,14 @@ impl KernelInstall {
 
     /// [`Self::run`], whatever its exit status.
     fn try_run(&self, args: &[&str]) -> std::process::Output {
-        let plugins = format!(
-            "{} /usr/lib/kernel/install.d/90-loaderentry.install",
-            dist("kernel-install/50-composer.install").display()
-        );
+        let mut plugins = vec![
+            dist("kernel-install/50-composer.install"),
+            PathBuf::from("/usr/lib/kernel/install.d/90-loaderentry.install"),
+        ];
+        plugins.extend(self.between.iter().cloned());
+        plugins.push(dist("kernel-install/95-composer-private.install"));
+        let plugins: Vec<String> = plugins.iter().map(|p| p.display().to_string()).collect();
+        let plugins = plugins.join(" ");
         let out = support::run(
             Command::new("kernel-install")
                 .arg("-v")
@@ -146,6 +155,8 @@ fn kernel_install_bls_stages_the_initrd_for_the_entry_and_remove_deletes_it() {
     // named it in the boot loader entry.
     let entry_dir = ki.boot.join(MACHINE_ID).join(&kernel.version);
     assert_initrd(&entry_dir.join("initrd"), &kernel);
+    // An image without secrets is left as systemd installs it.
+    assert_eq!(mode(&entry_dir.join("initrd")), 0o644);
     let entry = fs::read_to_string(
         ki.boot
             .join("loader/entries")
@@ -162,6 +173,89 @@ fn kernel_install_bls_stages_the_initrd_for_the_entry_and_remove_deletes_it() {
         !entry_dir.exists(),
         "{} is still there",
         entry_dir.display()
+    );
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// layout=bls with an image that holds a secret: composer stages it 0600 (the
+/// plugin starts the staged file 0644, which composer keeps for an image without
+/// secrets), systemd's 90-loaderentry.install copies it into the entry with
+/// `install -m 0644`, and 95-composer-private.install, after it, makes that copy
+/// 0600 again. A plugin between the two records the staged file's mode.
+#[test]
+fn kernel_install_bls_keeps_a_private_image_0600_staged_and_installed() {
+    if !support::generic_image_host() {
+        return;
+    }
+    let Some(kernel) = kernel_install_env() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-ki-private");
+    let secret = dir.join("wifi.psk");
+    fs::write(&secret, b"psk=hunter2\n").unwrap();
+    let manifest = dir.join("initrd.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "include = [\"generic\"]\n\n[[file]]\nsrc = {}\ndst = \"/etc/wifi.psk\"\nsecret = true\n",
+            support::toml_str(&secret.to_string_lossy())
+        ),
+    )
+    .unwrap();
+    let staged = dir.join("staged-modes");
+    let recorder = dir.join("92-record.install");
+    fs::write(
+        &recorder,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = add ] || exit 0\nfor f in \"$KERNEL_INSTALL_STAGING_AREA\"/initrd*; do\n    \
+             [ -f \"$f\" ] && echo \"${{f##*/}} $(stat -L -c %a \"$f\")\" >>{}\ndone\nexit 0\n",
+            staged.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&recorder, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut ki = KernelInstall::new(&dir, &kernel, "layout=bls\ninitrd_generator=composer\n");
+    ki.args = format!("{} {}", build_args(&kernel), manifest.display());
+    ki.between = vec![recorder];
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    let out = ki.run(&["add", &kernel.version, vmlinuz]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("the image holds the secret /etc/wifi.psk"),
+        "the build did not name the secret:\n{text}"
+    );
+    let recorded = fs::read_to_string(&staged).unwrap_or_default();
+    assert!(
+        recorded.lines().any(|l| l == "initrd 600"),
+        "the staged image is not 0600: {recorded:?}"
+    );
+    let installed = ki
+        .boot
+        .join(MACHINE_ID)
+        .join(&kernel.version)
+        .join("initrd");
+    assert_initrd(&installed, &kernel);
+    assert_eq!(
+        support::image_bytes(&installed, "etc/wifi.psk"),
+        b"psk=hunter2\n"
+    );
+    assert_eq!(
+        mode(&installed),
+        0o600,
+        "the entry's copy of a private image is readable by others"
+    );
+    ki.run(&["remove", &kernel.version]);
+    assert!(
+        !installed.exists(),
+        "{} is still there",
+        installed.display()
     );
 }
 
