@@ -403,3 +403,55 @@ fn the_manifest_describes_the_uki() {
     assert!(err.contains("--sign-cert"), "{err}");
     assert!(!out.exists(), "a UKI was written");
 }
+
+/// A UKI carries the image: one whose image holds a secret is written 0600 even
+/// over a 0644 file (as `/boot/EFI/Linux` may hold from an earlier install), and
+/// the same UKI without the secret keeps the file's 0644.
+#[test]
+fn a_uki_holding_a_secret_is_private_even_over_a_wider_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let stub = Path::new("/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    if !stub.is_file() {
+        support::skip("systemd's EFI stub is missing (Debian package systemd-boot-efi)");
+        return;
+    }
+    let dir = Scratch::new("uki-secret");
+    fs::write(dir.join("wifi.psk"), b"psk=hunter2\n").unwrap();
+    let out = dir.join("linux.efi");
+    for (secret, want) in [(true, 0o600), (false, 0o644)] {
+        let manifest = dir.join("uki.toml");
+        fs::write(
+            &manifest,
+            format!(
+                "init = \"shell\"\n[image]\nuki = true\n\
+                 [uki]\nstub = {}\nkernel = {}\ncmdline = \"root=LABEL=r ro\"\n\
+                 [[file]]\nsrc = \"wifi.psk\"\ndst = \"/etc/wifi.psk\"\nsecret = {secret}\n",
+                support::toml_str(stub.to_str().unwrap()),
+                support::toml_str(kernel.vmlinuz.to_str().unwrap()),
+            ),
+        )
+        .unwrap();
+        fs::write(&out, b"an earlier UKI").unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(0o644)).unwrap();
+        let o = support::run_ok(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&manifest)
+                .arg("-o")
+                .arg(&out),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        let mode = fs::metadata(&out).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, want, "secret = {secret}: the UKI is {mode:o}:\n{err}");
+        assert_eq!(
+            err.contains("the image holds the secret /etc/wifi.psk"),
+            secret,
+            "{err}"
+        );
+        let doc = support::run_ok(support::composer().args(["inspect", "--json"]).arg(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).unwrap();
+        assert!(doc["uki"]["sections"].is_array(), "not a UKI: {doc}");
+    }
+}
