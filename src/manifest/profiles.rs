@@ -53,6 +53,18 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-timeout-generator"),
     ),
     (
+        "init/composer-deadline",
+        include_str!("../../profiles/init/composer-deadline"),
+    ),
+    (
+        "init/composer-break-generator",
+        include_str!("../../profiles/init/composer-break-generator"),
+    ),
+    (
+        "init/composer-break",
+        include_str!("../../profiles/init/composer-break"),
+    ),
+    (
         "init/lvm.conf",
         include_str!("../../profiles/init/lvm.conf"),
     ),
@@ -239,6 +251,9 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-systemd",
             "init/composer-emergency",
             "init/composer-timeout-generator",
+            "init/composer-deadline",
+            "init/composer-break-generator",
+            "init/composer-break",
             "init/composer-storage-generator",
             "init/composer-dhcp",
             "init/composer-network-generator",
