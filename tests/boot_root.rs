@@ -68,6 +68,9 @@ pub(crate) fn staging(dir: &Path, busybox: &Path, token: &str) -> PathBuf {
          xts=$($b awk '$1 == \"name\" { n = $3 } $1 == \"driver\" { d = $3 } \
          $1 == \"refcnt\" && n == \"xts(aes)\" && $3 > 1 { printf \" %s\", d }' /proc/crypto)\n\
          echo \"COMPOSER-CIPHER$xts\"\n\
+         ssh=absent\n\
+         [ -e /run/composer/ssh ] && ssh=present\n\
+         echo \"COMPOSER-RUN-SSH $ssh\"\n\
          echo \"COMPOSER-ROOT-OK $($b cat /token) fs=$fs pid=$$\"\n\
          $b poweroff -f\n",
     )

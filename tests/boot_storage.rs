@@ -180,7 +180,7 @@ pub(crate) struct Disks {
 }
 
 impl Disks {
-    fn disk(&self, name: &str) -> PathBuf {
+    pub(crate) fn disk(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.img"))
     }
 
@@ -617,36 +617,11 @@ fn systemd_names_the_device_after_three_wrong_passphrases() {
     wrong_passphrase("systemd");
 }
 
-/// Boots `cases` (what, options) at once, two guests at a time (the qemu slots); each
-/// result with its case's name, in order.
-fn boot_parallel(
-    kernel: &DebianKernel,
-    image: &Path,
-    cases: Vec<(String, BootOptions)>,
-) -> Vec<(String, support::BootResult)> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = cases
-            .into_iter()
-            .map(|(what, opts)| {
-                s.spawn(move || {
-                    let r = support::qemu_boot_with(kernel, image, &opts);
-                    eprintln!(
-                        "--- {what} ({:.1} s) ---\n{}",
-                        r.elapsed.as_secs_f64(),
-                        r.console
-                    );
-                    (what, r)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
 /// A person slow to type: the passphrase of md RAID1 -> LUKS2 -> LVM typed 120 s after
 /// its prompt shows, with dracut's command line and no rd.timeout (the shell init's
-/// default is 30 s), and with rd.timeout=30: both boot, as the time at a prompt does
-/// not count against the wait for the root.
+/// default is 30 s), and with rd.timeout=30 (and rd.debug, in the shell init): both
+/// boot, as the time at a prompt does not count against the wait for the root, and
+/// the passphrase shows nowhere on the console.
 fn late_passphrase(init: &str) {
     let Some((kernel, disks)) = storage_env() else {
         return;
@@ -656,7 +631,10 @@ fn late_passphrase(init: &str) {
     }
     let image = support::generic_image(&kernel, init);
     let base = format!("root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.lvm.vg=cmpenc");
-    let cases = ["", " rd.timeout=30"]
+    // With rd.timeout=30 the shell init traces every command (rd.debug): the
+    // passphrase must not show in the trace either.
+    let debug = if init == "shell" { " rd.debug" } else { "" };
+    let cases = ["".to_string(), format!(" rd.timeout=30{debug}")]
         .iter()
         .map(|t| {
             (
@@ -674,7 +652,7 @@ fn late_passphrase(init: &str) {
         })
         .collect();
     let want = format!("COMPOSER-ROOT-OK {} ", disks.token("enc"));
-    let failed: Vec<String> = boot_parallel(&kernel, &image, cases)
+    let failed: Vec<String> = support::qemu_boot_all(&kernel, &image, cases)
         .into_iter()
         .filter(|(_, r)| {
             !r.console.lines().any(|l| l.contains(&want)) || r.console.contains(PASSPHRASE)
@@ -692,27 +670,36 @@ fn shell_init_waits_for_a_passphrase_typed_two_minutes_late() {
     late_passphrase("shell");
 }
 
+#[test]
+fn systemd_waits_for_a_passphrase_typed_two_minutes_late() {
+    late_passphrase("systemd");
+}
+
 /// After three wrong passphrases and no rd.shell, no shell answers what is typed: the
 /// console says why, and the guest reboots (qemu, started with -no-reboot, ends by
 /// itself), as Debian's cryptroot does since CVE-2016-4484.
-#[test]
-fn shell_init_gives_no_shell_after_three_wrong_passphrases() {
+fn no_shell_after_wrong_passphrases(init: &str) {
     let Some((kernel, disks)) = storage_env() else {
         return;
     };
-    let image = support::generic_image(&kernel, "shell");
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let image = support::generic_image(&kernel, init);
+    let prompt = match init {
+        "systemd" => "Please enter passphrase",
+        _ => "Enter passphrase for",
+    };
     let opts = BootOptions {
         memory_mib: 1024,
-        extra_append: format!("root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.timeout=60"),
+        extra_append: format!(
+            "root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.timeout=60 {}",
+            extra_append(init)
+        ),
         extra_args: disks.attach(ENC),
-        timeout: Duration::from_secs(300),
+        timeout: Duration::from_secs(if init == "systemd" { 600 } else { 300 }),
         answers: (0..3)
-            .map(|i| {
-                (
-                    "Enter passphrase for".to_string(),
-                    format!("not-the-passphrase-{i}\n"),
-                )
-            })
+            .map(|i| (prompt.to_string(), format!("not-the-passphrase-{i}\n")))
             .collect(),
         type_when: Some((
             "no shell after wrong passphrases".into(),
@@ -722,19 +709,254 @@ fn shell_init_gives_no_shell_after_three_wrong_passphrases() {
     };
     let r = support::qemu_boot_with(&kernel, &image, &opts);
     eprintln!(
-        "--- three wrong passphrases, no rd.shell ({:.1} s) ---\n{}",
+        "--- {init}: three wrong passphrases, no rd.shell ({:.1} s) ---\n{}",
         r.elapsed.as_secs_f64(),
         r.console
     );
     assert!(
         r.console.contains(ENC_LUKS_UUID),
-        "the console does not name the device"
+        "{init}: the console does not name the device"
     );
     assert!(
         r.console.contains("no shell after wrong passphrases")
             && r.console.contains("reboot in 5 s"),
-        "the console does not say why there is no shell"
+        "{init}: the console does not say why there is no shell"
     );
-    assert!(!r.console.contains("SHELL-ALIVE-42"), "a shell answered");
-    assert!(!r.timed_out, "the guest did not reboot");
+    assert!(
+        !r.console.contains("SHELL-ALIVE-42"),
+        "{init}: a shell answered"
+    );
+    assert!(!r.timed_out, "{init}: the guest did not reboot");
+}
+
+#[test]
+fn shell_init_gives_no_shell_after_three_wrong_passphrases() {
+    no_shell_after_wrong_passphrases("shell");
+}
+
+#[test]
+fn systemd_gives_no_shell_after_three_wrong_passphrases() {
+    no_shell_after_wrong_passphrases("systemd");
+}
+
+/// A shell that rd.shell did not ask for is no key: the encrypted root's volume,
+/// opened by a key file from the image's crypttab, is closed before the emergency
+/// shell of a boot whose root (an LV that does not exist) is missing; with rd.shell
+/// the administrator asked for the shell, and it stays open.
+fn unattended_volumes_closed_before_the_shell(init: &str) {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let dir = Scratch::new(&format!("close-{init}"));
+    let image = image(
+        dir.path(),
+        &kernel,
+        init,
+        &keyfile_extra(dir.path(), &disks),
+    );
+    let check = "[ -e /dev/mapper/cmpenc-crypt ] && echo VOLUME-OPEN-$((6*7)) || \
+                 echo VOLUME-CLOSED-$((6*7))\n";
+    // `panic=` (empty) takes the harness's panic=-1 back from the shell init, whose
+    // default is then the shell (the kernel keeps its own).
+    let cases = [" panic=", " rd.shell"]
+        .iter()
+        .map(|extra| {
+            (
+                format!("{init}: root missing, key file,{extra}"),
+                BootOptions {
+                    memory_mib: 1024,
+                    extra_append: format!(
+                        "root=/dev/cmpenc/missing rd.timeout=15{extra} {}",
+                        extra_append(init)
+                    ),
+                    extra_args: disks.attach(ENC),
+                    timeout: Duration::from_secs(if init == "systemd" { 400 } else { 240 }),
+                    type_when: Some((emergency_marker(init).into(), check.into())),
+                    stop_when: Some("-42".into()),
+                    ..BootOptions::default()
+                },
+            )
+        })
+        .collect();
+    let results = support::qemu_boot_all(&kernel, &image, cases);
+    let (_, plain) = &results[0];
+    assert!(
+        plain.console.contains("VOLUME-CLOSED-42")
+            && plain
+                .console
+                .contains("closed /dev/mapper/cmpenc-crypt before the shell"),
+        "{init}: the volume a key file opened is open in a shell no one asked for"
+    );
+    let (_, asked) = &results[1];
+    assert!(
+        asked.console.contains("VOLUME-OPEN-42"),
+        "{init}: with rd.shell the volume was closed"
+    );
+}
+
+#[test]
+fn shell_init_closes_what_a_key_file_opened_before_a_shell() {
+    unattended_volumes_closed_before_the_shell("shell");
+}
+
+#[test]
+fn systemd_closes_what_a_key_file_opened_before_a_shell() {
+    unattended_volumes_closed_before_the_shell("systemd");
+}
+
+/// `rd.lvm.lv=` and `rd.lvm.vg=` together activate both, as dracut does: the root LV
+/// of one volume group by rd.lvm.lv, and the other group (on md RAID1) whole by
+/// rd.lvm.vg, whose LV the rd.break=pre-pivot shell finds before the boot goes on.
+fn lvm_lv_and_vg(init: &str) {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let image = support::generic_image(&kernel, init);
+    let mut args = disks.attach(LVM);
+    args.extend(disks.attach(MD12));
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!(
+            "root=/dev/cmplvm/root rd.lvm.lv=cmplvm/root rd.lvm.vg=cmpmd12 rd.break=pre-pivot \
+             rd.timeout=60 {}",
+            extra_append(init)
+        ),
+        extra_args: args,
+        timeout: Duration::from_secs(if init == "systemd" { 400 } else { 240 }),
+        type_when: Some((
+            "rd.break=pre-pivot: a shell".into(),
+            "[ -e /dev/cmpmd12/root ] && echo OTHER-VG-$((6*7)); exit\n".into(),
+        )),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(&kernel, &image, &opts);
+    eprintln!(
+        "--- {init}: rd.lvm.lv= and rd.lvm.vg= ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(
+        r.console.contains("OTHER-VG-42"),
+        "{init}: rd.lvm.vg=cmpmd12 was not activated beside rd.lvm.lv=cmplvm/root"
+    );
+    let want = format!("COMPOSER-ROOT-OK {} ", disks.token("lvm-root"));
+    assert!(r.console.contains(&want), "{init}: no `{want}`");
+}
+
+#[test]
+fn shell_init_activates_rd_lvm_lv_and_rd_lvm_vg_both() {
+    lvm_lv_and_vg("shell");
+}
+
+#[test]
+fn systemd_activates_rd_lvm_lv_and_rd_lvm_vg_both() {
+    lvm_lv_and_vg("systemd");
+}
+
+/// An md RAID1 member that appears after the array was started degraded is still
+/// added: md12's second disk is plugged in (QMP) after the degraded start (rd.retry=6
+/// in the shell init, mdadm's 30 s timer in the systemd init), the root (on another
+/// disk, plugged in later still, with rd.timeout=0) holds the initrd until then, and
+/// the rd.break=pre-pivot shell shows the array with both members.
+fn md_member_after_degraded_start(init: &str) {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let Some((names, token)) = crate::boot_policy::names_disk(&busybox) else {
+        return;
+    };
+    let image = support::generic_image(&kernel, init);
+    let dir = Scratch::new(&format!("md-late-{init}"));
+    let socket = dir.path().join("qmp.sock");
+    let mut args = disks.attach(&["md12-b"]);
+    for (file, id) in [(disks.disk("md12-a"), "mda"), (names, "nm")] {
+        args.push("-drive".into());
+        args.push(
+            format!(
+                "file={},format=raw,snapshot=on,if=none,id={id}",
+                file.display()
+            )
+            .into(),
+        );
+    }
+    args.push("-qmp".into());
+    args.push(format!("unix:{},server=on,wait=off", socket.display()).into());
+    let (member_at, root_at) = match init {
+        "systemd" => (60, 80),
+        _ => (25, 40),
+    };
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!(
+            "root=PARTUUID={} rd.retry=6 rd.timeout=0 rd.break=pre-pivot {}",
+            crate::boot_policy::PARTUUID,
+            extra_append(init)
+        ),
+        extra_args: args,
+        timeout: Duration::from_secs(400),
+        type_when: Some((
+            "rd.break=pre-pivot: a shell".into(),
+            "cat /proc/mdstat; echo MDSTAT-$((1+1))-END; exit\n".into(),
+        )),
+        ..BootOptions::default()
+    };
+    let plugs = [
+        (Duration::from_secs(member_at), "mda", "md12-a"),
+        (
+            Duration::from_secs(root_at),
+            "nm",
+            crate::boot_policy::SERIAL,
+        ),
+    ];
+    let (r, plugged) = std::thread::scope(|s| {
+        let plug = s.spawn(|| crate::boot_policy::plug_late(&socket, &plugs));
+        let r = support::qemu_boot_with(&kernel, &image, &opts);
+        (r, plug.join().unwrap())
+    });
+    eprintln!(
+        "--- {init}: an md member after the degraded start ({:.1} s) ---\n{}\n--- QMP ---\n{plugged:?}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(plugged.is_ok(), "{init}: the disks were not plugged in");
+    let mdstat = r
+        .console
+        .split("MDSTAT-2-END")
+        .next()
+        .and_then(|c| c.rsplit("cat /proc/mdstat").next())
+        .unwrap_or("");
+    let members = mdstat
+        .lines()
+        .find(|l| l.contains("raid1"))
+        .map_or(0, |l| l.matches("vd").count());
+    assert_eq!(
+        members, 2,
+        "{init}: the array does not have both members:\n{mdstat}"
+    );
+    assert!(
+        r.console.contains(&format!("COMPOSER-ROOT-OK {token} ")),
+        "{init}: the boot did not go on to the root"
+    );
+}
+
+#[test]
+fn shell_init_adds_an_md_member_that_comes_after_the_degraded_start() {
+    md_member_after_degraded_start("shell");
+}
+
+#[test]
+fn systemd_adds_an_md_member_that_comes_after_the_degraded_start() {
+    md_member_after_degraded_start("systemd");
 }

@@ -845,6 +845,32 @@ pub fn qemu_boot_logged(
     result
 }
 
+/// Boots `image` once per case (a name and its options), all at once (two guests run
+/// at a time: the qemu slots), printing each console; the results, in order.
+pub fn qemu_boot_all(
+    kernel: &DebianKernel,
+    image: &Path,
+    cases: Vec<(String, BootOptions)>,
+) -> Vec<(String, BootResult)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cases
+            .into_iter()
+            .map(|(what, opts)| {
+                s.spawn(move || {
+                    let r = qemu_boot_with(kernel, image, &opts);
+                    eprintln!(
+                        "--- {what} ({:.1} s) ---\n{}",
+                        r.elapsed.as_secs_f64(),
+                        r.console
+                    );
+                    (what, r)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// Boots `kernel` with `initrd` under qemu (TCG), returns the console text. The guest's
 /// /init should end with `poweroff -f` (a kernel panic also ends qemu: `panic=-1` with
 /// `-no-reboot`). qemu is killed after `timeout`.
