@@ -937,9 +937,10 @@ fn md_member_after_degraded_start(init: &str) {
         .next()
         .and_then(|c| c.rsplit("cat /proc/mdstat").next())
         .unwrap_or("");
+    // "md12 : active (auto-read-only) raid1 vdb[0] vda[1]"
     let members = mdstat
         .lines()
-        .find(|l| l.contains("raid1"))
+        .find(|l| l.starts_with("md") && l.contains(" : active"))
         .map_or(0, |l| l.matches("vd").count());
     assert_eq!(
         members, 2,
