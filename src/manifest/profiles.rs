@@ -113,6 +113,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-ssh.service"),
     ),
     (
+        "init/composer-ssh.path",
+        include_str!("../../profiles/init/composer-ssh.path"),
+    ),
+    (
         "init/composer-unlock",
         include_str!("../../profiles/init/composer-unlock"),
     ),
