@@ -149,6 +149,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/journald-gives-way.conf"),
     ),
     (
+        "init/udevd-stops-soon.conf",
+        include_str!("../../profiles/init/udevd-stops-soon.conf"),
+    ),
+    (
         "init/composer-switch-check",
         include_str!("../../profiles/init/composer-switch-check"),
     ),
