@@ -745,8 +745,13 @@ pub struct BootOptions {
     /// times is three entries).
     pub answers: Vec<(String, String)>,
     /// How long after its prompt shows each of `answers` is typed (a person slow to
-    /// answer; default none beyond the half second every answer waits).
+    /// answer; default none beyond the half second every answer waits). Such a
+    /// guest is `idle`.
     pub answer_delay: Duration,
+    /// The guest spends most of its run waiting for an answer (a person's, typed or
+    /// sent over SSH late): it takes a slot of a pool of its own, so that two busy
+    /// guests still run beside it.
+    pub idle: bool,
     /// qemu is stopped as soon as the console shows this.
     pub stop_when: Option<String>,
     /// Boot from UEFI firmware instead of `-kernel`: the image given is then an
@@ -783,6 +788,7 @@ impl Default for BootOptions {
             type_when: None,
             answers: Vec::new(),
             answer_delay: Duration::ZERO,
+            idle: false,
             stop_when: None,
             uefi: None,
             cpu: "max".into(),
@@ -885,9 +891,11 @@ pub fn qemu_boot(kernel: &DebianKernel, initrd: &Path, timeout: Duration) -> Str
 /// [`qemu_boot`] with more control. Panics if qemu cannot be started.
 pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) -> BootResult {
     let qemu = find_tool("qemu-system-x86_64").expect("qemu-system-x86_64 not found");
-    // At most two guests at once: TCG runs each on one core, and more slow each
-    // other past their timeouts.
-    let _slot = AssetLock::one_of("qemu-boot", 2);
+    // At most two busy guests at once: TCG runs each on one core, and more slow each
+    // other past their timeouts. Guests that mostly wait for an answer have two slots
+    // of their own.
+    let idle = opts.idle || !opts.answer_delay.is_zero();
+    let _slot = AssetLock::one_of(if idle { "qemu-boot-idle" } else { "qemu-boot" }, 2);
     let timeout = std::env::var("COMPOSER_QEMU_TIMEOUT")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
