@@ -378,85 +378,66 @@ fn iscsi_target(ns: &Netns, disk: &Path) -> Option<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     let disk = disk.display().to_string();
-    for args in [
-        &[
-            "--op",
-            "new",
-            "--mode",
-            "logicalunit",
-            "--tid",
-            "1",
-            "--lun",
-            "1",
-            "-b",
-            &disk,
-        ][..],
-        &[
-            "--op",
-            "update",
-            "--mode",
-            "logicalunit",
-            "--tid",
-            "1",
-            "--lun",
-            "1",
-            "--params",
-            "readonly=1",
-        ],
-        &[
-            "--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL",
-        ],
-        &[
-            "--op",
-            "new",
-            "--mode",
-            "target",
-            "--tid",
-            "2",
-            "-T",
-            CHAP_TARGET,
-        ],
-        &[
-            "--op",
-            "new",
-            "--mode",
-            "logicalunit",
-            "--tid",
-            "2",
-            "--lun",
-            "1",
-            "-b",
-            &disk,
-        ],
-        &[
-            "--op",
-            "update",
-            "--mode",
-            "logicalunit",
-            "--tid",
-            "2",
-            "--lun",
-            "1",
-            "--params",
-            "readonly=1",
-        ],
-        &[
-            "--op", "bind", "--mode", "target", "--tid", "2", "-I", "ALL",
-        ],
-        &[
-            "--op",
-            "new",
-            "--mode",
-            "account",
-            "--user",
-            CHAP_USER,
-            "--password",
-            CHAP_SECRET,
-        ],
-        &[
-            "--op", "bind", "--mode", "account", "--tid", "2", "--user", CHAP_USER,
-        ],
-    ] {
+    // Each target: LUN 1 is the disk, read-only, for any initiator; the second
+    // target takes CHAP_USER's credentials only.
+    let lun = |tid: &'static str| -> [Vec<&str>; 3] {
+        [
+            vec![
+                "--op",
+                "new",
+                "--mode",
+                "logicalunit",
+                "--tid",
+                tid,
+                "--lun",
+                "1",
+                "-b",
+                &disk,
+            ],
+            vec![
+                "--op",
+                "update",
+                "--mode",
+                "logicalunit",
+                "--tid",
+                tid,
+                "--lun",
+                "1",
+                "--params",
+                "readonly=1",
+            ],
+            vec![
+                "--op", "bind", "--mode", "target", "--tid", tid, "-I", "ALL",
+            ],
+        ]
+    };
+    let mut steps: Vec<Vec<&str>> = lun("1").into();
+    steps.push(vec![
+        "--op",
+        "new",
+        "--mode",
+        "target",
+        "--tid",
+        "2",
+        "-T",
+        CHAP_TARGET,
+    ]);
+    steps.extend(lun("2"));
+    steps.push(vec![
+        "--op",
+        "new",
+        "--mode",
+        "account",
+        "--user",
+        CHAP_USER,
+        "--password",
+        CHAP_SECRET,
+    ]);
+    steps.push(vec![
+        "--op", "bind", "--mode", "account", "--tid", "2", "--user", CHAP_USER,
+    ]);
+    for args in &steps {
+        let args = &args[..];
         let out = adm(args);
         assert!(
             out.status.success(),

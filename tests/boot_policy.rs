@@ -168,6 +168,8 @@ fn failure_policy(init: &str) {
                 memory_mib: 1024,
                 extra_append: format!("{missing} rd.shell=0"),
                 timeout: Duration::from_secs(90),
+                // Halted, it waits out its timeout: a slot of the idle pool.
+                idle: true,
                 type_when: Some(("composer: halted".into(), TYPED.into())),
                 stop_when: Some("SHELL-ALIVE-42".into()),
                 ..BootOptions::default()

@@ -693,7 +693,7 @@ fn no_shell_after_wrong_passphrases(init: &str) {
     let opts = BootOptions {
         memory_mib: 1024,
         extra_append: format!(
-            "root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.timeout=60 {}",
+            "root=/dev/cmpenc/root rd.luks.uuid={ENC_LUKS_UUID} rd.timeout=20 {}",
             extra_append(init)
         ),
         extra_args: disks.attach(ENC),
