@@ -961,3 +961,58 @@ fn shell_init_adds_an_md_member_that_comes_after_the_degraded_start() {
 fn systemd_adds_an_md_member_that_comes_after_the_degraded_start() {
     md_member_after_degraded_start("systemd");
 }
+
+/// With rd.shell the shell is given after the last wrong passphrase, and what the boot
+/// had opened is closed first: on the LUKS-on-each-disk stack, the first volume's
+/// passphrase is typed right, the second's wrong three times; in the shell no
+/// `/dev/mapper/luks-*` volume is open (shell init).
+#[test]
+fn shell_init_closes_every_volume_before_the_shell_after_wrong_passphrases() {
+    let Some((kernel, disks)) = storage_env() else {
+        return;
+    };
+    let image = support::generic_image(&kernel, "shell");
+    let mut answers = passphrase("shell", 1);
+    answers.extend((0..3).map(|i| {
+        (
+            "Enter passphrase for".to_string(),
+            format!("not-the-passphrase-{i}\n"),
+        )
+    }));
+    let opts = BootOptions {
+        memory_mib: 1024,
+        extra_append: format!(
+            "root=/dev/cmplm/root rd.luks.uuid={LM_A_LUKS_UUID} rd.luks.uuid={LM_B_LUKS_UUID} \
+             rd.shell rd.timeout=30"
+        ),
+        extra_args: disks.attach(LM),
+        timeout: Duration::from_secs(300),
+        answers,
+        type_when: Some((
+            "starting an emergency shell".into(),
+            "n=0; for d in /dev/mapper/luks-*; do [ -e \"$d\" ] && n=$((n+1)); done; \
+             echo OPEN-VOLUMES-$n-$((6*7))\n"
+                .into(),
+        )),
+        stop_when: Some("-42".into()),
+        ..BootOptions::default()
+    };
+    let r = support::qemu_boot_with(&kernel, &image, &opts);
+    eprintln!(
+        "--- shell: one passphrase right, three wrong, rd.shell ({:.1} s) ---\n{}",
+        r.elapsed.as_secs_f64(),
+        r.console
+    );
+    assert!(
+        r.console.contains("closed /dev/mapper/luks-"),
+        "the volume the first passphrase opened was not closed"
+    );
+    assert!(
+        r.console.contains("OPEN-VOLUMES-0-42"),
+        "a volume is open in the shell"
+    );
+    assert!(
+        !r.console.contains(PASSPHRASE),
+        "the passphrase shows on the console"
+    );
+}
