@@ -1000,9 +1000,9 @@ fn an_encrypted_lvm_root_on_nbd_boots_with_its_passphrase() {
 /// the guest on a static address in the test's namespace. The test connects with ssh,
 /// which must know the guest by the root's own host key (the one in known_hosts,
 /// strictly checked), and sends the passphrase to `composer-unlock` 120 s after the
-/// prompt (rd.timeout=30: the time at the prompt is not counted); nothing is typed on
-/// the console, and the guest boots to its root's token, with no SSH host key left in
-/// the root's /run.
+/// prompt (with rd.timeout=30 and with none: the time at the prompt is not counted);
+/// nothing is typed on the console, and the guest boots to its root's token, with no
+/// SSH host key left in the root's /run.
 #[test]
 fn the_passphrase_sent_over_ssh_unlocks_the_root_with_the_shell_init() {
     ssh_unlock("shell");
@@ -1069,12 +1069,14 @@ fn ssh_unlock(init: &'static str) {
     );
 
     let ns = Netns::new("ssh");
-    let done = Arc::new(AtomicBool::new(false));
-    let unlocker = {
-        let done = Arc::clone(&done);
+    // An unlocker for one boot: it answers over SSH 120 s after the prompt, until
+    // told the boot is over.
+    let unlock_late = || {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&done);
         let ns = ns.name.clone();
         let (client, known) = (client.clone(), known.clone());
-        std::thread::spawn(move || -> (bool, String) {
+        let handle = std::thread::spawn(move || -> (bool, String) {
             let started = std::time::Instant::now();
             let mut last = String::new();
             // A person slow to answer: the prompt shows within 15 s of the start,
@@ -1121,11 +1123,12 @@ fn ssh_unlock(init: &'static str) {
                 }
             }
             (false, last)
-        })
+        });
+        (stop, handle)
     };
     let env = Env { image, ..env };
     // The disk attached, the guest on its static address; `answers` typed.
-    let boot_disk = |what: &str, answers: Vec<(String, String)>| {
+    let boot_disk = |what: &str, answers: Vec<(String, String)>, timeout: &str| {
         let opts = BootOptions {
             timeout: Duration::from_secs(420),
             idle: answers.is_empty(),
@@ -1138,25 +1141,34 @@ fn ssh_unlock(init: &'static str) {
         };
         let append = format!(
             "root=/dev/cmpnbd/root rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd \
-             ip={guest}::{SERVER}:255.255.255.0::eth0:off rd.timeout=30"
+             ip={guest}::{SERVER}:255.255.255.0::eth0:off{timeout}"
         );
         boot(&env, &ns, what, &append, opts)
     };
-    let console = boot_disk("SSH unlock", Vec::new());
-    done.store(true, Ordering::SeqCst);
-    let (unlocked, said) = unlocker.join().unwrap();
-    eprintln!("--- ssh's last words ---\n{said}");
-    assert!(unlocked, "ssh did not unlock: {said}");
-    assert!(said.contains("passphrase handed over"), "{said}");
-    assert!(booted(&console, &token), "the root's token was not printed");
-    assert!(
-        !console.contains(crate::boot_storage::PASSPHRASE),
-        "the passphrase showed on the console"
-    );
-    assert!(
-        console.contains("COMPOSER-RUN-SSH absent"),
-        "the root's /run holds the initrd's SSH host keys"
-    );
+    // Answered late with rd.timeout=30, and with none (the init's default: 30 s in
+    // the shell init, 90 s in the systemd init).
+    let mut console = String::new();
+    for timeout in [" rd.timeout=30", ""] {
+        let (done, unlocker) = unlock_late();
+        console = boot_disk(&format!("SSH unlock,{timeout}"), Vec::new(), timeout);
+        done.store(true, Ordering::SeqCst);
+        let (unlocked, said) = unlocker.join().unwrap();
+        eprintln!("--- ssh's last words ({timeout}) ---\n{said}");
+        assert!(unlocked, "ssh did not unlock ({timeout}): {said}");
+        assert!(said.contains("passphrase handed over"), "{said}");
+        assert!(
+            booted(&console, &token),
+            "the root's token was not printed ({timeout})"
+        );
+        assert!(
+            !console.contains(crate::boot_storage::PASSPHRASE),
+            "the passphrase showed on the console"
+        );
+        assert!(
+            console.contains("COMPOSER-RUN-SSH absent"),
+            "the root's /run holds the initrd's SSH host keys"
+        );
+    }
     if init != "shell" {
         return;
     }
@@ -1165,6 +1177,7 @@ fn ssh_unlock(init: &'static str) {
     let console = boot_disk(
         "SSH unlock, the passphrase typed on the console",
         crate::boot_storage::passphrase(init, 1),
+        " rd.timeout=30",
     );
     assert!(booted(&console, &token), "typed on the console: no token");
     assert!(
