@@ -996,6 +996,41 @@ fn an_encrypted_lvm_root_on_nbd_boots_with_its_passphrase() {
     assert!(failed.is_empty(), "{}", failed.join("; "));
 }
 
+/// An ssh-unlock image (generic + ssh-unlock, `init`) in `work`, with a host key and
+/// a client key made there by ssh-keygen: the image, the host keys' directory and
+/// the client's private key.
+fn ssh_unlock_image(env: &Env, init: &str, work: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let keys = work.join("hostkeys");
+    fs::create_dir_all(&keys).unwrap();
+    let client = work.join("client");
+    for file in [keys.join("ssh_host_ed25519_key"), client.clone()] {
+        support::run_ok(
+            Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "composer-test", "-f"])
+                .arg(&file),
+        );
+    }
+    let manifest = work.join("ssh.toml");
+    fs::write(
+        &manifest,
+        format!(
+            "include = [\"generic\", \"ssh-unlock\"]\ninit = \"{init}\"\n\n[vars]\n\
+             ssh_authorized_keys = {}\nssh_host_keys = {}\n",
+            support::toml_str(&format!("{}.pub", client.display())),
+            support::toml_str(&keys.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let image = work.join("ssh.img");
+    support::run_ok(
+        support::build_for(&env.kernel.version, &env.kernel.modules_dir())
+            .arg(&manifest)
+            .arg("-o")
+            .arg(&image),
+    );
+    (image, keys, client)
+}
+
 /// SSH unlock (the ssh-unlock profile): the LUKS2 -> LVM disk attached to the guest,
 /// the guest on a static address in the test's namespace. The test connects with ssh,
 /// which must know the guest by the root's own host key (the one in known_hosts,
@@ -1033,40 +1068,11 @@ fn ssh_unlock(init: &'static str) {
         return;
     };
     let work = Scratch::new("ssh-unlock");
-    let keys = work.path().join("hostkeys");
-    fs::create_dir_all(&keys).unwrap();
-    let keygen = |file: &Path| {
-        support::run_ok(
-            Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", "composer-test", "-f"])
-                .arg(file),
-        );
-    };
-    keygen(&keys.join("ssh_host_ed25519_key"));
-    let client = work.path().join("client");
-    keygen(&client);
+    let (image, keys, client) = ssh_unlock_image(&env, init, work.path());
     let guest = "10.77.0.9";
     let host_pub = fs::read_to_string(keys.join("ssh_host_ed25519_key.pub")).unwrap();
     let known = work.path().join("known_hosts");
     fs::write(&known, format!("{guest} {host_pub}")).unwrap();
-
-    let manifest = work.path().join("ssh.toml");
-    fs::write(
-        &manifest,
-        format!(
-            "include = [\"generic\", \"ssh-unlock\"]\ninit = \"{init}\"\n\n[vars]\nssh_authorized_keys = {}\nssh_host_keys = {}\n",
-            support::toml_str(&format!("{}.pub", client.display())),
-            support::toml_str(&keys.display().to_string()),
-        ),
-    )
-    .unwrap();
-    let image = work.path().join("ssh.img");
-    support::run_ok(
-        support::build_for(&env.kernel.version, &env.kernel.modules_dir())
-            .arg(&manifest)
-            .arg("-o")
-            .arg(&image),
-    );
 
     let ns = Netns::new("ssh");
     // An unlocker for one boot: it answers over SSH 120 s after the prompt, until
@@ -1206,36 +1212,7 @@ fn ssh_unlock_holds_no_local_root(init: &'static str) {
         }
     }
     let work = Scratch::new("ssh-local-root");
-    let keys = work.path().join("hostkeys");
-    fs::create_dir_all(&keys).unwrap();
-    for file in [
-        keys.join("ssh_host_ed25519_key"),
-        work.path().join("client"),
-    ] {
-        support::run_ok(
-            Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", "composer-test", "-f"])
-                .arg(&file),
-        );
-    }
-    let manifest = work.path().join("ssh.toml");
-    fs::write(
-        &manifest,
-        format!(
-            "include = [\"generic\", \"ssh-unlock\"]\ninit = \"{init}\"\n\n[vars]\n\
-             ssh_authorized_keys = {}\nssh_host_keys = {}\n",
-            support::toml_str(&format!("{}.pub", work.path().join("client").display())),
-            support::toml_str(&keys.display().to_string()),
-        ),
-    )
-    .unwrap();
-    let ssh_image = work.path().join("ssh.img");
-    support::run_ok(
-        support::build_for(&env.kernel.version, &env.kernel.modules_dir())
-            .arg(&manifest)
-            .arg("-o")
-            .arg(&ssh_image),
-    );
+    let (ssh_image, _, _) = ssh_unlock_image(&env, init, work.path());
     let uuid = crate::boot_root::EXT4_UUID;
     let opts = BootOptions {
         timeout: Duration::from_secs(240),
