@@ -90,6 +90,21 @@ impl Error {
         self
     }
 
+    /// The hint for something a rule asks of the root that is not there:
+    /// `own` when the user wrote the rule; when a profile composer carries
+    /// did, how to do without it from the user's own manifest (an `[omit]`
+    /// table, `omit` the line of it), since the profile is no file of theirs.
+    pub fn with_fix(self, own: impl Into<String>, omit: &str) -> Self {
+        let hint = match self.origin().and_then(|o| o.profile().map(|p| (p, o.line))) {
+            Some((p, line)) => format!(
+                "line {line} of composer's profile `{p}` asks for it: install it into the root, \
+                 or leave it out from your own manifest with\n  [omit]\n  {omit}"
+            ),
+            None => own.into(),
+        };
+        self.with_hint(hint)
+    }
+
     pub fn hint(&self) -> Option<&str> {
         match self {
             Error::Input { hint, .. } => hint.as_deref(),

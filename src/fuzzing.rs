@@ -33,7 +33,11 @@ pub const TARGETS: [(&str, Target); 7] = [
 pub fn manifest_toml(data: &[u8]) {
     use crate::manifest::node::{toml_doc, Lines};
     if let Ok(text) = std::str::from_utf8(data) {
-        let parsed = parse(text, Format::Toml, &Arc::from("fuzz.toml"));
+        let parsed = parse(
+            text,
+            Format::Toml,
+            &crate::origin::Origin::new(Arc::from("fuzz.toml"), 1, 1),
+        );
         let lines = Lines::new(text);
         // Rule tables deserialized one by one give the whole manifest.
         if let Some(streamed) = crate::manifest::load::streamed(text, Format::Toml) {
@@ -59,7 +63,11 @@ pub fn manifest_toml(data: &[u8]) {
 /// whole tree gives.
 pub fn manifest_yaml(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = parse(text, Format::Yaml, &Arc::from("fuzz.yaml"));
+        let _ = parse(
+            text,
+            Format::Yaml,
+            &crate::origin::Origin::new(Arc::from("fuzz.yaml"), 1, 1),
+        );
         if let Some(streamed) = crate::manifest::load::streamed(text, Format::Yaml) {
             streamed_is_whole(&streamed, crate::manifest::node::yaml_doc::parse(text));
         }

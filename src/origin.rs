@@ -21,6 +21,9 @@ pub struct Origin {
 struct Place {
     file: Arc<str>,
     rule: Option<Arc<str>>,
+    /// The file is a profile composer carries (`file` is its name): shown
+    /// as `profile generic, line 47`, not as the path of composer's copy.
+    profile: bool,
 }
 
 impl Origin {
@@ -28,7 +31,24 @@ impl Origin {
     /// many positions in one file, make one and use [`Origin::at`].
     pub fn new(file: Arc<str>, line: u32, column: u32) -> Self {
         Origin {
-            place: Arc::new(Place { file, rule: None }),
+            place: Arc::new(Place {
+                file,
+                rule: None,
+                profile: false,
+            }),
+            line,
+            column,
+        }
+    }
+
+    /// A position in the profile composer carries named `name` (`generic`).
+    pub fn in_profile(name: Arc<str>, line: u32, column: u32) -> Self {
+        Origin {
+            place: Arc::new(Place {
+                file: name,
+                rule: None,
+                profile: true,
+            }),
             line,
             column,
         }
@@ -43,8 +63,22 @@ impl Origin {
         }
     }
 
+    /// The file's path, or for a profile composer carries, its name.
     pub fn file(&self) -> &Arc<str> {
         &self.place.file
+    }
+
+    /// The name of the profile composer carries this position is in.
+    pub fn profile(&self) -> Option<&str> {
+        self.place.profile.then_some(&*self.place.file)
+    }
+
+    /// The file as messages name it: its path, or `profile generic`.
+    pub fn file_label(&self) -> String {
+        match self.profile() {
+            Some(p) => format!("profile {p}"),
+            None => self.place.file.to_string(),
+        }
     }
 
     /// The rule that made the entry (`file /init`, `modules "ext4"`).
@@ -70,6 +104,7 @@ impl Origin {
             place: Arc::new(Place {
                 file: self.place.file.clone(),
                 rule,
+                profile: self.place.profile,
             }),
             line: self.line,
             column: self.column,
@@ -79,6 +114,9 @@ impl Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.place.profile {
+            return write!(f, "profile {}, line {}", self.place.file, self.line);
+        }
         write!(f, "{}:{}:{}", self.place.file, self.line, self.column)
     }
 }
@@ -106,5 +144,15 @@ mod tests {
         assert_eq!((c.rule(), c.to_string()), (None, "m.toml:9:2".to_string()));
         assert_ne!(b, c);
         assert_eq!(a.at(9, 2), b);
+    }
+
+    #[test]
+    fn a_profile_is_named_not_located_in_a_cache() {
+        let o = Origin::in_profile(Arc::from("generic"), 47, 5).with_rule("modules");
+        assert_eq!(o.to_string(), "profile generic, line 47");
+        assert_eq!(o.profile(), Some("generic"));
+        assert_eq!(o.without_rule().profile(), Some("generic"));
+        assert_eq!(o.file_label(), "profile generic");
+        assert_eq!(Origin::new(Arc::from("generic"), 1, 1).profile(), None);
     }
 }

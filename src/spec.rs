@@ -88,9 +88,35 @@ pub struct ImageSpec {
     /// The root and kernel a manifest's image is for (None for a list),
     /// for `composer build --check`.
     pub target: Option<BootTarget>,
+    /// What `[omit]` took out of what the rules selected.
+    pub omitted: Vec<Omitted>,
+    /// For `init = "auto"`: which init it chose, and why.
+    pub init_choice: Option<String>,
     /// Files composer made for the image (concatenated microcode), kept
     /// until the image is written.
     pub(crate) _scratch: Option<tempfile::TempDir>,
+}
+
+/// What kind of thing an `[omit]` took out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OmittedKind {
+    Module,
+    Firmware,
+    /// An image path (a file, tree, glob or binary rule's).
+    File,
+}
+
+/// Something the rules selected that an `[omit]` entry took out, for
+/// `composer why`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Omitted {
+    pub kind: OmittedKind,
+    /// The module name, firmware name, or image path (without its `/`).
+    pub name: String,
+    /// The `[omit]` entry.
+    pub by: crate::entry::Origin,
+    /// How the entry reads: `[omit] modules "virtio_blk"`.
+    pub rule: String,
 }
 
 /// The root and kernel an image is built for.
@@ -136,6 +162,8 @@ impl ImageSpec {
             private: false,
             max_size: None,
             target: None,
+            omitted: Vec::new(),
+            init_choice: None,
             _scratch: None,
         }
     }

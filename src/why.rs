@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use crate::entry::{Entry, Kind, Origin};
 use crate::error::{Error, Result};
 use crate::resolve::kmod;
-use crate::spec::ImageSpec;
+use crate::spec::{ImageSpec, Omitted, OmittedKind};
 
 /// A size for people: `1.2 MiB`.
 fn human(n: u64) -> String {
@@ -71,6 +71,8 @@ pub enum Explanation {
         target: String,
         hits: Vec<Hit>,
         chains: Vec<String>,
+        /// What `[omit]` took out that the target names.
+        omitted: Vec<Omitted>,
     },
     /// No target: the modules and firmware, largest first.
     Modules(Vec<ModuleSize>),
@@ -85,7 +87,11 @@ pub fn explain(spec: &ImageSpec, target: Option<&str>) -> Result<Explanation> {
     let Some(t) = target else {
         return Ok(Explanation::Modules(modules_by_size(&entries)));
     };
-    let hits = hits(&entries, t)?;
+    let omitted = omitted(&spec.omitted, t);
+    let hits = match hits(&entries, t) {
+        Err(_) if !omitted.is_empty() => Vec::new(),
+        h => h?,
+    };
     let mut chains = Vec::new();
     if let Some(res) = &spec.elf {
         let path = std::path::Path::new("/").join(t.trim_start_matches('/'));
@@ -97,7 +103,23 @@ pub fn explain(spec: &ImageSpec, target: Option<&str>) -> Result<Explanation> {
         target: t.to_string(),
         hits,
         chains,
+        omitted,
     })
+}
+
+/// What `[omit]` took out that target `t` names: a module by name, a
+/// firmware file by name, or an image path.
+fn omitted(all: &[Omitted], t: &str) -> Vec<Omitted> {
+    let path = t.trim_start_matches('/');
+    let modname = kmod::normalize_modname(path);
+    all.iter()
+        .filter(|o| match o.kind {
+            OmittedKind::Module => !path.contains('/') && o.name == modname,
+            OmittedKind::Firmware => o.name == path,
+            OmittedKind::File => o.name == path,
+        })
+        .cloned()
+        .collect()
 }
 
 impl Explanation {
@@ -105,7 +127,24 @@ impl Explanation {
     pub fn text(&self) -> String {
         let mut out = String::new();
         match self {
-            Explanation::Target { hits, chains, .. } => {
+            Explanation::Target {
+                hits,
+                chains,
+                omitted,
+                ..
+            } => {
+                for o in omitted {
+                    let what = match o.kind {
+                        OmittedKind::Module => "module",
+                        OmittedKind::Firmware => "firmware",
+                        OmittedKind::File => "/",
+                    };
+                    let name = match o.kind {
+                        OmittedKind::File => o.name.clone(),
+                        _ => format!(" {}", o.name),
+                    };
+                    let _ = writeln!(out, "{what}{name}: left out by {} ({})", o.by, o.rule);
+                }
                 for h in hits {
                     let _ = writeln!(out, "/{} ({})", h.path, human(h.size));
                     let _ = writeln!(out, "  {}", h.origin);
@@ -155,7 +194,7 @@ impl Explanation {
     }
 
     /// The explanation as JSON: with a target `{target, entries: [{path,
-    /// size, origin: {file, line, column}, rule}], chains: [...]}`, without
+    /// size, origin: {file, line, column} or {profile, line}, rule}], chains: [...]}`, without
     /// one `{modules: [{name, module_bytes, firmware_bytes,
     /// firmware_files, why}]}` (largest first).
     pub fn json(&self) -> serde_json::Value {
@@ -164,16 +203,23 @@ impl Explanation {
                 target,
                 hits,
                 chains,
+                omitted,
             } => serde_json::json!({
+                "omitted": omitted.iter().map(|o| serde_json::json!({
+                    "kind": match o.kind {
+                        OmittedKind::Module => "module",
+                        OmittedKind::Firmware => "firmware",
+                        OmittedKind::File => "file",
+                    },
+                    "name": o.name,
+                    "by": origin_json(&o.by),
+                    "rule": o.rule,
+                })).collect::<Vec<_>>(),
                 "target": target,
                 "entries": hits.iter().map(|h| serde_json::json!({
                     "path": format!("/{}", h.path),
                     "size": h.size,
-                    "origin": {
-                        "file": &**h.origin.file(),
-                        "line": h.origin.line,
-                        "column": h.origin.column,
-                    },
+                    "origin": origin_json(&h.origin),
                     "rule": h.rule,
                 })).collect::<Vec<_>>(),
                 "chains": chains,
@@ -188,6 +234,20 @@ impl Explanation {
                 })).collect::<Vec<_>>(),
             }),
         }
+    }
+}
+
+/// An origin as JSON: `{file, line, column}`, and for a profile composer
+/// carries `{profile, line}` (its copy in composer's cache is no file of the
+/// user's).
+pub fn origin_json(o: &Origin) -> serde_json::Value {
+    match o.profile() {
+        Some(p) => serde_json::json!({ "profile": p, "line": o.line }),
+        None => serde_json::json!({
+            "file": &**o.file(),
+            "line": o.line,
+            "column": o.column,
+        }),
     }
 }
 

@@ -590,7 +590,7 @@ const DEBIAN_UUID: &str = "3e2d1c0b-aaaa-4bbb-8ccc-0123456789ab";
 /// its init, udev, kmod) and a unit that prints the root's token, what PID 1 is and
 /// whether it runs in the initrd, then powers off: the directory (for `--root`) and an
 /// ext4 image of it.
-fn debian_root() -> Option<(PathBuf, String)> {
+pub(crate) fn debian_root() -> Option<(PathBuf, String)> {
     support::require_tool("debootstrap", "debootstrap")?;
     support::require_tool("mke2fs", "e2fsprogs")?;
     if !support::require_root() {

@@ -432,7 +432,7 @@ fn an_ssh_unlock_image_is_private_even_over_a_wider_file() {
         let named = format!("the image holds the SSH host private key /etc/composer/ssh/{key}");
         let line = err.lines().find(|l| l.contains(&named));
         assert!(
-            line.is_some_and(|l| l.contains("ssh-unlock.toml:")),
+            line.is_some_and(|l| l.contains("profile ssh-unlock, line ")),
             "no warning naming {key} and the profile's rule:\n{err}"
         );
     }

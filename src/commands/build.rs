@@ -223,6 +223,13 @@ pub fn exec(a: Args) -> Result<()> {
     let segments = spec.segments.len();
     ui::build_report(&report);
     ui::build_details(&report);
+    // Which init "auto" chose: with -v, and always when the root has a
+    // systemd the image could not carry.
+    if let Some(why) = &spec.init_choice {
+        if ui::verbose() || why.contains("the root has systemd but not") {
+            ui::note(why);
+        }
+    }
     ui::build_summary(&out, &report, entries, segments, started.elapsed());
     Ok(())
 }

@@ -23,7 +23,7 @@ pub struct Args {
     #[command(flatten)]
     pub vars: ManifestArgs,
     /// Print JSON: with a target `{target, entries: [{path, size, origin:
-    /// {file, line, column}, rule}], chains: [...]}` (with several, an
+    /// {file, line, column} or {profile, line}, rule}], chains: [...]}` (with several, an
     /// array of those), without one `{modules: [{name, module_bytes,
     /// firmware_bytes, firmware_files, why}]}`.
     #[arg(long)]

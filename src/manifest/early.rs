@@ -48,7 +48,7 @@ fn host_path(
 ) -> Result<(PathBuf, Origin)> {
     let origin = doc.origin(t.pos);
     let bytes = match std::str::from_utf8(&t.value.0) {
-        Ok(s) => expand(s, t.pos, &doc.file, &loaded.vars)?.into_bytes(),
+        Ok(s) => expand(s, t.pos, doc, &loaded.vars)?.into_bytes(),
         Err(_) => t.value.0.to_vec(),
     };
     let path = Path::new(OsStr::from_bytes(&bytes));

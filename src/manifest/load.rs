@@ -48,6 +48,11 @@ impl Doc {
     pub fn origin(&self, pos: Pos) -> Origin {
         self.place.at(pos.line, pos.column)
     }
+
+    /// The name of the document in origins (its path, or a profile's name).
+    pub fn origin_file(&self) -> &Arc<str> {
+        self.place.file()
+    }
 }
 
 #[derive(Debug)]
@@ -63,6 +68,11 @@ pub struct Loaded {
     pub kmoddir: Option<PathBuf>,
     /// The init the image gets (its profile is among `docs`).
     pub init: InitSpec,
+    /// Where the init's profile (read after every other document) starts
+    /// among the documents.
+    pub init_docs: usize,
+    /// For `init = "auto"`: which init it chose, and why.
+    pub init_choice: Option<String>,
     /// Where `build` writes without `-o`: `[image] output` (default
     /// `/boot/initrd.img-${kver}`), inside the root.
     pub output: PathBuf,
@@ -81,10 +91,23 @@ impl Loaded {
     pub fn profile(&self, name: &str) -> Option<&Doc> {
         let file = format!("{name}.toml");
         self.docs.iter().find(|d| {
-            Path::new(&*d.file)
-                .file_name()
-                .is_some_and(|n| n == file.as_str())
+            d.place.profile() == Some(name)
+                || Path::new(&*d.file)
+                    .file_name()
+                    .is_some_and(|n| n == file.as_str())
         })
+    }
+
+    /// Where document `i` stands in the order `[omit]` follows: its place,
+    /// except that the init's profile, read last, stands first (it is part
+    /// of what the documents asked for with `init`, and what a document
+    /// leaves out of it stays out).
+    pub fn rank(&self, i: usize) -> usize {
+        if i >= self.init_docs {
+            0
+        } else {
+            i + 1
+        }
     }
 
     /// What the merged settings ask of the build's policy.
@@ -114,11 +137,11 @@ pub enum Format {
     Yaml,
 }
 
-/// Parses a manifest's text; `file` names it in errors.
-pub fn parse(text: &str, format: Format, file: &Arc<str>) -> Result<Manifest> {
+/// Parses a manifest's text; `place` (a position in it) names it in errors.
+pub fn parse(text: &str, format: Format, place: &Origin) -> Result<Manifest> {
     let origin = |pos: Option<Pos>| {
         let p = pos.unwrap_or(Pos { line: 1, column: 1 });
-        Origin::new(file.clone(), p.line, p.column)
+        place.at(p.line, p.column)
     };
     if let Some(m) = streamed(text, format) {
         return Ok(m);
@@ -231,9 +254,14 @@ pub(crate) fn streamed(text: &str, format: Format) -> Option<Manifest> {
 /// Reads and parses one manifest file, TOML or YAML by its extension.
 pub fn read_doc(path: &Path) -> Result<Doc> {
     let file: Arc<str> = Arc::from(path.display().to_string());
+    // A profile composer carries is named, not located in composer's cache.
+    let place = match super::profiles::builtin_name(path) {
+        Some(name) => Origin::in_profile(Arc::from(name), 1, 1),
+        None => Origin::new(file.clone(), 1, 1),
+    };
     let origin = |pos: Option<Pos>| {
         let p = pos.unwrap_or(Pos { line: 1, column: 1 });
-        Origin::new(file.clone(), p.line, p.column)
+        place.at(p.line, p.column)
     };
     let bytes = crate::io::read_regular(path, crate::io::MAX_INPUT).map_err(|e| {
         Error::usage(format!(
@@ -261,7 +289,7 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
             .with_hint("for a gen_init_cpio list use --list"))
         }
     };
-    let manifest = parse(&text, format, &file)?;
+    let manifest = parse(&text, format, &place)?;
     // Absolute, so that sources found beside the manifest stay valid from
     // any working directory (export-list writes them into lists).
     let dir = path
@@ -270,7 +298,7 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
         .unwrap_or(Path::new("."));
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     Ok(Doc {
-        place: Origin::new(file.clone(), 1, 1),
+        place,
         file,
         dir,
         manifest,
@@ -279,12 +307,7 @@ pub fn read_doc(path: &Path) -> Result<Doc> {
 
 /// Expands `${name}` in `text` with `vars`; an unknown name is an error at
 /// its position. `$${` stands for a literal `${`.
-pub fn expand(
-    text: &str,
-    pos: Pos,
-    file: &Arc<str>,
-    vars: &BTreeMap<String, String>,
-) -> Result<String> {
+pub fn expand(text: &str, pos: Pos, doc: &Doc, vars: &BTreeMap<String, String>) -> Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     let mut offset = 0;
@@ -302,7 +325,7 @@ pub fn expand(
         };
         let name = &rest[start + 2..start + 2 + len];
         let Some(value) = vars.get(name) else {
-            let column = var_column(file, pos, offset + start, name);
+            let column = var_column(&doc.file, pos, offset + start, name);
             let mut known: Vec<&str> = vars.keys().map(String::as_str).collect();
             known.sort();
             let hint = match crate::suggest::nearest(name, &known) {
@@ -314,7 +337,7 @@ pub fn expand(
                 ),
             };
             return Err(Error::at(
-                Origin::new(file.clone(), pos.line, column),
+                doc.place.at(pos.line, column),
                 format!("unknown variable `${{{name}}}`"),
             )
             .with_hint(hint));
@@ -419,7 +442,7 @@ impl Loader<'_> {
         }
         self.cli_vars();
         for inc in &doc.manifest.include {
-            let rel = expand(inc, inc.pos, &doc.file, &self.vars)?;
+            let rel = expand(inc, inc.pos, &doc, &self.vars)?;
             let target = if super::profiles::is_name(&rel) {
                 self.profile(&rel, &doc.origin(inc.pos))?
             } else {
@@ -432,7 +455,7 @@ impl Loader<'_> {
             .dropins
             .as_ref()
             .map(|d| -> Result<(PathBuf, Origin)> {
-                let rel = expand(d, d.pos, &doc.file, &self.vars)?;
+                let rel = expand(d, d.pos, &doc, &self.vars)?;
                 Ok((doc.dir.join(rel), doc.origin(d.pos)))
             })
             .transpose()?;
@@ -517,22 +540,40 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             init_at = Some(doc.origin(i.pos));
         }
     }
+    let mut init_choice = None;
     if init == InitSpec::Auto {
         let root = settings_root(&loader, opts)?;
-        let has = crate::resolve::root::Root::new(&root)
-            .resolve(Path::new("/usr/lib/systemd/systemd"), true)
-            .is_ok_and(|p| p.is_file());
-        init = if has {
-            InitSpec::Systemd
-        } else {
-            InitSpec::Shell
-        };
+        let at = init_at.clone().unwrap_or_else(|| cli.clone());
+        let systemd_profile = loader.profile("init-systemd", &at)?;
+        let (chosen, why) = auto_init(&root, &systemd_profile)?;
+        init = chosen;
+        init_choice = Some(why);
+    } else if init == InitSpec::Systemd {
+        // Asked for by name: what the root lacks is said at that line, not
+        // where the profile asks for it.
+        let at = init_at.clone().unwrap_or_else(|| cli.clone());
+        let root = settings_root(&loader, opts)?;
+        let missing = systemd_lacks(&root, &loader.profile("init-systemd", &at)?)?;
+        if !missing.is_empty() {
+            return Err(Error::at(
+                at,
+                format!(
+                    "init = \"systemd\": the root `{}` lacks what the systemd init needs: {}",
+                    root.display(),
+                    some_of(&missing)
+                ),
+            )
+            .with_hint(format!(
+                "{SYSTEMD_INIT_NEEDS}, or choose init = \"shell\" (\"auto\" chooses for you)"
+            )));
+        }
     }
     let profile = match init {
         InitSpec::Shell => Some("init-shell"),
         InitSpec::Systemd => Some("init-systemd"),
         InitSpec::None | InitSpec::Auto => None,
     };
+    let init_docs = loader.docs.len();
     if let Some(name) = profile {
         let at = init_at.unwrap_or_else(|| cli.clone());
         let p = loader.profile(name, &at)?;
@@ -559,7 +600,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         if let Some(u) = &m.uki {
             let x = |t: &Option<String>| -> Result<Option<String>> {
                 t.as_ref()
-                    .map(|t| expand(t, u.pos, &doc.file, &loader.vars))
+                    .map(|t| expand(t, u.pos, doc, &loader.vars))
                     .transpose()
             };
             let v = &u.value;
@@ -601,7 +642,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             }
             if let Some(o) = &i.output {
                 let text = String::from_utf8_lossy(&o.value.0).into_owned();
-                output = PathBuf::from(expand(&text, o.pos, &doc.file, &loader.vars)?);
+                output = PathBuf::from(expand(&text, o.pos, doc, &loader.vars)?);
             }
         }
     }
@@ -644,8 +685,94 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         max_size,
         kmoddir: opts.kmoddir.clone(),
         init,
+        init_docs,
+        init_choice,
         output,
         uki,
+    })
+}
+
+/// What the systemd init needs that `root` lacks: the root's systemd, and
+/// every program and unit that `profile` (the init-systemd profile)
+/// requires; empty when the root can carry it.
+fn systemd_lacks(root: &Path, profile: &Path) -> Result<Vec<String>> {
+    let r = crate::resolve::root::Root::new(root);
+    let exists = |p: &Path| r.resolve(p, true).is_ok_and(|h| h.exists());
+    let systemd = "/usr/lib/systemd/systemd";
+    if !exists(Path::new(systemd)) {
+        return Ok(vec![systemd.to_string()]);
+    }
+    let doc = read_doc(profile)?;
+    let m = &doc.manifest;
+    let mut missing = Vec::new();
+    let programs = m.binaries.iter().map(|b| b.value.as_str()).chain(
+        m.binary
+            .iter()
+            .filter(|b| !b.value.optional)
+            .map(|b| b.value.name.value.as_str()),
+    );
+    for p in programs {
+        let found = if p.starts_with('/') {
+            exists(Path::new(p))
+        } else {
+            crate::resolve::elf::DEFAULT_SEARCH_PATH
+                .iter()
+                .any(|d| exists(&Path::new(d).join(p)))
+        };
+        if !found {
+            missing.push(p.to_string());
+        }
+    }
+    if let Some(s) = &m.systemd {
+        for u in &s.value.units {
+            let found = [
+                "/etc/systemd/system",
+                "/usr/lib/systemd/system",
+                "/lib/systemd/system",
+            ]
+            .iter()
+            .any(|d| exists(&Path::new(d).join(u.as_str())));
+            if !found {
+                missing.push(u.to_string());
+            }
+        }
+    }
+    Ok(missing)
+}
+
+/// `missing` for messages: the first five, and how many more.
+fn some_of(missing: &[String]) -> String {
+    let shown: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
+    match missing.len() - shown.len() {
+        0 => shown.join(", "),
+        n => format!("{} and {n} more", shown.join(", ")),
+    }
+}
+
+/// How to get what the systemd init needs.
+const SYSTEMD_INIT_NEEDS: &str =
+    "install them into the root (udevadm and systemd-udevd are in Debian's udev package)";
+
+/// What `init = "auto"` chooses for `root`, and why: systemd when the root
+/// can carry the systemd init ([`systemd_lacks`]), else the shell init.
+fn auto_init(root: &Path, profile: &Path) -> Result<(InitSpec, String)> {
+    let missing = systemd_lacks(root, profile)?;
+    Ok(match missing.as_slice() {
+        [] => (
+            InitSpec::Systemd,
+            "init = \"auto\": the systemd init (the root has systemd, udevadm and the units the init needs)".into(),
+        ),
+        [only] if only == "/usr/lib/systemd/systemd" => (
+            InitSpec::Shell,
+            "init = \"auto\": the shell init (the root has no /usr/lib/systemd/systemd)".into(),
+        ),
+        _ => (
+            InitSpec::Shell,
+            format!(
+                "init = \"auto\": the shell init, as the root has systemd but not all the systemd init needs: {}; for the systemd init, {SYSTEMD_INIT_NEEDS}",
+                some_of(&missing)
+            ),
+        ),
     })
 }
 
@@ -657,7 +784,7 @@ fn settings_root(loader: &Loader, opts: &LoadOptions) -> Result<PathBuf> {
     let mut root = PathBuf::from("/");
     for doc in &loader.docs {
         if let Some(r) = &doc.manifest.root {
-            root = doc.dir.join(expand(r, r.pos, &doc.file, &loader.vars)?);
+            root = doc.dir.join(expand(r, r.pos, doc, &loader.vars)?);
         }
     }
     Ok(root)

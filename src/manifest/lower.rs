@@ -32,7 +32,7 @@ use crate::glob::{Below, Separator};
 use crate::path::{escape, parent, ImagePath};
 use crate::policy::Policy;
 use crate::resolve::root::Root;
-use crate::spec::ImageSpec;
+use crate::spec::{ImageSpec, Omitted, OmittedKind};
 
 /// The entries of a manifest, before they are split into segments.
 struct Lowered {
@@ -43,6 +43,8 @@ struct Lowered {
     links: HashMap<Vec<u8>, Vec<u8>>,
     /// The files rules mark secret, by name, with the rule of each.
     secrets: Vec<(Vec<u8>, Origin)>,
+    /// What `[omit]` took out.
+    omitted: Vec<Omitted>,
 }
 
 /// How strongly an entry claims its name: an implied directory (a parent,
@@ -169,6 +171,63 @@ pub(super) struct Lowerer<'a> {
 }
 
 /// A manifest path in normal form (see [`ImagePath::normalise`]).
+/// The rank ([`Loaded::rank`]) of the document an origin is in; 0 for one
+/// of none (the command line), which every omission then applies to.
+fn doc_of(loaded: &Loaded, o: &Origin) -> usize {
+    loaded
+        .docs
+        .iter()
+        .position(|d| Arc::ptr_eq(d.origin_file(), o.file()))
+        .map_or(0, |i| loaded.rank(i))
+}
+
+/// The image paths (without their `/`) of the program a request names: its
+/// path (for a bare name, where the search path finds it in the root), and
+/// where the root's directory links place it (`sbin/lvm`, `usr/sbin/lvm`).
+fn program_paths(
+    root: &Root,
+    search: &[std::path::PathBuf],
+    r: &crate::resolve::elf::BinaryRequest,
+) -> Vec<String> {
+    if r.kind != crate::resolve::elf::RequestKind::Program {
+        return Vec::new();
+    }
+    let path = if r.name.is_absolute() {
+        Some(r.name.clone())
+    } else {
+        search
+            .iter()
+            .map(|d| d.join(&r.name))
+            .find(|p| root.resolve(p, false).is_ok_and(|h| h.exists()))
+    };
+    let Some(path) = path else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = path.to_str().map(str::to_string).into_iter().collect();
+    // The directories on the way, through the root's links.
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+        if let Ok(host) = root.resolve(dir, true) {
+            if let Ok(inside) = host.strip_prefix(root.path()) {
+                if let Some(p) = Path::new("/").join(inside).join(name).to_str() {
+                    out.push(p.to_string());
+                }
+            }
+        }
+    }
+    out.iter_mut()
+        .map(|p| p.trim_start_matches('/').to_string())
+        .collect()
+}
+
+/// An `[omit]` line that leaves out `path` (and what is under it), for hints.
+pub(super) fn omit_line(key: &str, path: &[u8]) -> String {
+    let path = escape(path);
+    format!(
+        "{key} = [{}]",
+        toml::Value::String(format!("/{}", path.trim_start_matches('/')))
+    )
+}
+
 fn normalise(path: &[u8], origin: &Origin) -> Result<Vec<u8>> {
     Ok(ImagePath::normalise(path, origin)?.into_bytes())
 }
@@ -211,7 +270,7 @@ fn compile_globs(pats: &[Spanned<String>], doc: &Doc) -> Result<Option<GlobSet>>
 impl Lowerer<'_> {
     fn text(&self, doc: &Doc, t: &Spanned<PathText>) -> Result<Vec<u8>> {
         match std::str::from_utf8(&t.value.0) {
-            Ok(s) => Ok(expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()),
+            Ok(s) => Ok(expand(s, t.pos, doc, &self.loaded.vars)?.into_bytes()),
             Err(_) => Ok(t.value.0.to_vec()),
         }
     }
@@ -221,16 +280,14 @@ impl Lowerer<'_> {
     fn take_text(&self, doc: &Doc, t: Spanned<PathText>) -> Result<Spanned<Vec<u8>>> {
         let bytes = t.value.0;
         let value = match std::str::from_utf8(&bytes) {
-            Ok(s) if s.contains("${") => {
-                expand(s, t.pos, &doc.file, &self.loaded.vars)?.into_bytes()
-            }
+            Ok(s) if s.contains("${") => expand(s, t.pos, doc, &self.loaded.vars)?.into_bytes(),
             _ => bytes.into_vec(),
         };
         Ok(Spanned::new(t.pos, value))
     }
 
     fn string(&self, doc: &Doc, t: &Spanned<String>) -> Result<String> {
-        expand(t, t.pos, &doc.file, &self.loaded.vars)
+        expand(t, t.pos, doc, &self.loaded.vars)
     }
 
     /// Where a source lives on the host: an absolute path inside the root,
@@ -257,7 +314,7 @@ impl Lowerer<'_> {
         let known = self
             .words
             .iter()
-            .find(|(w, o)| *w == word && Arc::ptr_eq(o.file(), &doc.file));
+            .find(|(w, o)| *w == word && Arc::ptr_eq(o.file(), doc.origin_file()));
         match known {
             Some((_, o)) => o.at(pos.line, pos.column),
             None => {
@@ -523,10 +580,13 @@ impl Lowerer<'_> {
                     doc.origin(src_at),
                     format!("source `{}` cannot be read: {e}", escape(&src)),
                 )
-                .with_hint(format!(
-                    "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
-                    self.root.path().display()
-                )))
+                .with_fix(
+                    format!(
+                        "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
+                        self.root.path().display()
+                    ),
+                    &omit_line("files", dst.as_ref().map_or(&src, |d| &d.value)),
+                ))
             }
         };
         if !st.meta.is_file() {
@@ -609,8 +669,9 @@ impl Lowerer<'_> {
                     escape(&src)
                 ),
             )
-            .with_hint(
+            .with_fix(
                 "use [[file]] for a single file; set optional = true to skip a missing tree",
+                &omit_line("files", &dst),
             ));
         }
         let include = compile_globs(&r.include, doc)?;
@@ -760,10 +821,13 @@ impl Lowerer<'_> {
             }
             if matched == 0 && !r.optional {
                 return Err(Error::at(doc.origin(pat.pos), format!("glob `{text}` matched nothing"))
-                    .with_hint(format!(
-                        "patterns are matched inside the root `{}`; set optional = true to allow no match",
-                        self.root.path().display()
-                    )));
+                    .with_fix(
+                        format!(
+                            "patterns are matched inside the root `{}`; set optional = true to allow no match",
+                            self.root.path().display()
+                        ),
+                        &omit_line("files", text.as_bytes()),
+                    ));
             }
         }
         Ok(())
@@ -861,6 +925,8 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         output: Some(loaded.output.clone()),
         private: !secrets.is_empty(),
         max_size: loaded.max_size.clone(),
+        omitted: lowered.omitted,
+        init_choice: loaded.init_choice.clone(),
         target: Some(crate::spec::BootTarget {
             root: loaded.root.clone(),
             kver: loaded.vars.get("kver").cloned().unwrap_or_default(),
@@ -900,6 +966,8 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     for (doc, t) in loaded.docs.iter().zip(taken) {
         lw.rules(doc, t)?;
     }
+    let mut omits = super::omit::Omits::read(loaded)?;
+    let mut omitted = Vec::new();
     let units = super::systemd::add_all(loaded)?;
     let stack = super::stack::add_all(loaded)?;
     let console = super::console::add_all(loaded)?;
@@ -907,6 +975,26 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     requests.extend(units.programs);
     requests.extend(stack.programs);
     requests.extend(console.programs);
+    if omits.has_files() {
+        // A program left out before it is resolved: its libraries go too,
+        // unless something else loads them.
+        let search = super::binaries::options(loaded).search_path;
+        requests.retain(|r| {
+            let doc = r.origin.as_ref().map_or(0, |o| doc_of(loaded, o));
+            for path in program_paths(&lw.root, &search, r) {
+                if let Some(o) = omits.file(&path, doc) {
+                    omitted.push(Omitted {
+                        kind: OmittedKind::File,
+                        name: path,
+                        by: o.origin.clone(),
+                        rule: o.label("files"),
+                    });
+                    return false;
+                }
+            }
+            true
+        });
+    }
     let mut warnings = units.warnings;
     warnings.extend(stack.warnings);
     warnings.extend(console.warnings);
@@ -916,7 +1004,8 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         file_modes,
         &mut warnings,
     )?;
-    let modules = super::modules::add_all(loaded, file_modes, &mut warnings)?;
+    let mut modules = super::modules::add_all(loaded, &omits, file_modes, &mut warnings)?;
+    omitted.append(&mut modules.omitted);
     let coldplug = super::coldplug::add(loaded, modules.list_loads_all)?;
     for a in units
         .added
@@ -967,6 +1056,42 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
             h.1 = through_links(&h.1, &links);
         }
         by_dest = by_name(&entries);
+    }
+
+    // `[omit] files`: what the rules of a document and those before it put
+    // at a path it names (as written, or through the directory links).
+    if omits.has_files() {
+        omits.rewrite_files(|p| {
+            through_links_changed(p.as_bytes(), &links)
+                .map(|r| String::from_utf8_lossy(&r).into_owned())
+        })?;
+        let mut keep = Vec::with_capacity(entries.len());
+        for e in &entries {
+            let name = String::from_utf8_lossy(e.name.as_bytes());
+            let o = omits.file(&name, doc_of(loaded, &e.origin));
+            if let Some(o) = o {
+                omitted.push(Omitted {
+                    kind: OmittedKind::File,
+                    name: name.into_owned(),
+                    by: o.origin.clone(),
+                    rule: o.label("files"),
+                });
+            }
+            keep.push(o.is_none());
+        }
+        if keep.contains(&false) {
+            let mut i = 0;
+            entries.retain(|_| {
+                i += 1;
+                keep[i - 1]
+            });
+            let mut i = 0;
+            claims.retain(|_| {
+                i += 1;
+                keep[i - 1]
+            });
+            by_dest = by_name(&entries);
+        }
     }
 
     // Duplicates: merge identical ones, let declared directories win over
@@ -1145,6 +1270,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         warnings: lw.warnings,
         links,
         secrets,
+        omitted,
     })
 }
 

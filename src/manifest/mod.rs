@@ -28,6 +28,7 @@ mod lower;
 pub mod model;
 mod modules;
 pub mod node;
+mod omit;
 mod profiles;
 mod segments;
 mod stack;

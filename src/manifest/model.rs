@@ -27,8 +27,9 @@ pub struct Manifest {
     pub include: Vec<Spanned<String>>,
     /// The image's /init: `"shell"` (composer's own init for a POSIX sh),
     /// `"systemd"` (the root's systemd in initrd mode), `"auto"` (systemd
-    /// when the root has it, else shell) or `"none"` (the manifest makes
-    /// /init itself; the default).
+    /// when the root can carry the systemd init: systemd, udevadm and the
+    /// units it needs; else shell) or `"none"` (the manifest makes /init
+    /// itself; the default).
     pub init: Option<Spanned<InitSpec>>,
     /// A directory of drop-in manifests (`*.toml`, `*.yaml`, `*.yml`), read
     /// after this file in name order.
@@ -64,6 +65,11 @@ pub struct Manifest {
     /// Which firmware files of the included modules to take.
     #[serde(default)]
     pub firmware: Option<Spanned<FirmwareSettings>>,
+    /// What to leave out of what this document and the documents read
+    /// before it (its includes, the profiles) select: modules, firmware,
+    /// files and units. Documents read after it are not affected.
+    #[serde(default)]
+    pub omit: Option<Spanned<OmitSettings>>,
     #[serde(default)]
     pub file: Vec<Spanned<FileRule>>,
     #[serde(default)]
@@ -581,6 +587,33 @@ pub struct FirmwareSettings {
     /// Glob patterns of firmware names to leave out.
     #[serde(default)]
     pub exclude: Vec<Spanned<String>>,
+}
+
+/// `[omit]`: leaves out what this document and the documents read before
+/// it select, whichever rule selected it. A module that a module the image
+/// keeps needs (a hard dependency) stays, and the build says which.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OmitSettings {
+    /// Kernel modules: names (`virtio_blk`, `floppy`), or patterns of
+    /// module files relative to the kernel's module directory
+    /// (`kernel/drivers/gpu/**`). Their soft dependencies are not taken
+    /// for them either.
+    #[serde(default)]
+    pub modules: Vec<Spanned<String>>,
+    /// Glob patterns of firmware names (`iwlwifi-*`, `amdgpu/*`).
+    #[serde(default)]
+    pub firmware: Vec<Spanned<String>>,
+    /// Image paths or glob patterns of them (`/usr/bin/less`,
+    /// `/usr/share/kbd/**`): what a file, tree, glob or binary rule would
+    /// put there, and everything under a directory named. An executable
+    /// left out takes no library with it that nothing else loads.
+    #[serde(default)]
+    pub files: Vec<Spanned<String>>,
+    /// systemd units, by name or glob (`systemd-vconsole-setup.service`),
+    /// as `[systemd] exclude_units`.
+    #[serde(default)]
+    pub units: Vec<Spanned<String>>,
 }
 
 /// Options for resolving binaries and the libraries they load.

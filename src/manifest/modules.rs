@@ -23,6 +23,7 @@ use crate::resolve::kmod::probe::Step;
 use crate::resolve::kmod::select::{Request, Selection};
 use crate::resolve::kmod::{firmware, host, ko, ModuleTree};
 use crate::resolve::root::Root;
+use crate::spec::{Omitted, OmittedKind};
 
 enum What {
     Name(String),
@@ -33,6 +34,8 @@ enum What {
 
 struct Req {
     what: What,
+    /// The rank of the rule's document ([`Loaded::rank`]).
+    doc: usize,
     origin: Origin,
     label: String,
     optional: bool,
@@ -54,7 +57,7 @@ fn name_globs(
 ) -> Result<Vec<(String, GlobMatcher, Origin)>> {
     let mut out = Vec::new();
     for p in pats {
-        let text = expand(p, p.pos, &doc.file, &loaded.vars)?;
+        let text = expand(p, p.pos, doc, &loaded.vars)?;
         let origin = doc.origin(p.pos);
         let g = crate::glob::matcher(&text, Separator::Any, &origin)?;
         out.push((text, g, origin));
@@ -84,7 +87,7 @@ fn excluded(ex: &[(String, Option<GlobMatcher>)], name: &str, relpath: &str) -> 
 
 fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
     let mut reqs = Vec::new();
-    for doc in &loaded.docs {
+    for (doc_index, doc) in loaded.docs.iter().enumerate() {
         let m = &doc.manifest;
         // Keep the order the rules were written in.
         let mut rules: Vec<(super::node::Pos, Option<usize>)> =
@@ -96,11 +99,12 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
             match rule {
                 None => {
                     let Some(name) = short.next() else { continue };
-                    let text = expand(name, name.pos, &doc.file, &loaded.vars)?;
+                    let text = expand(name, name.pos, doc, &loaded.vars)?;
                     let origin = doc.origin(pos).with_rule(format!("modules \"{text}\""));
                     reqs.push(Req {
                         label: format!("modules \"{text}\""),
                         what: What::Name(text),
+                        doc: loaded.rank(doc_index),
                         origin,
                         optional: false,
                         firmware: true,
@@ -112,7 +116,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                     let r = &m.module[i].value;
                     let mut exclude = Vec::new();
                     for e in &r.exclude {
-                        let text = expand(e, e.pos, &doc.file, &loaded.vars)?;
+                        let text = expand(e, e.pos, doc, &loaded.vars)?;
                         let g = if text.contains(['/', '*', '?', '[', '{']) {
                             Some(glob(&text, &doc.origin(e.pos))?)
                         } else {
@@ -125,6 +129,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                         let origin = doc.origin(at).with_rule(label.as_str());
                         reqs.push(Req {
                             what,
+                            doc: loaded.rank(doc_index),
                             origin,
                             label,
                             optional: r.optional,
@@ -134,7 +139,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                         });
                     };
                     for n in &r.names {
-                        let text = expand(n, n.pos, &doc.file, &loaded.vars)?;
+                        let text = expand(n, n.pos, doc, &loaded.vars)?;
                         push(
                             What::Name(text.clone()),
                             n.pos,
@@ -142,7 +147,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                         );
                     }
                     for p in &r.patterns {
-                        let text = expand(p, p.pos, &doc.file, &loaded.vars)?;
+                        let text = expand(p, p.pos, doc, &loaded.vars)?;
                         let g = glob(text.trim_start_matches('/'), &doc.origin(p.pos))?;
                         push(
                             What::Pattern(text.clone(), g),
@@ -263,12 +268,15 @@ pub(super) struct Modules {
     /// a cold plug by modalias then finds nothing more to load. False when
     /// the image has no module rules.
     pub list_loads_all: bool,
+    /// The modules and firmware `[omit]` took out.
+    pub omitted: Vec<Omitted>,
 }
 
 /// Resolves every module rule of the loaded documents: the modules, their
 /// firmware and the metadata modprobe needs.
 pub(super) fn add_all(
     loaded: &Loaded,
+    omits: &super::omit::Omits,
     modes: FileModes,
     warnings: &mut Vec<Warning>,
 ) -> Result<Modules> {
@@ -278,6 +286,7 @@ pub(super) fn add_all(
         return Ok(Modules {
             added: out,
             list_loads_all: false,
+            omitted: Vec::new(),
         });
     }
     let mut fw_include = Vec::new();
@@ -304,8 +313,17 @@ pub(super) fn add_all(
     // What rootfs rules with `load = true` ask the init to load.
     let mut rootfs_load: Vec<String> = Vec::new();
     let mut sel = Selection::new(&tree);
+    // `[omit] modules` of the rule's document and those after it.
+    let omitted = |r: &Req, name: &str, relpath: &str| {
+        omits
+            .modules
+            .iter()
+            .find(|o| o.applies_to(r.doc) && o.names_module(name, relpath))
+    };
     for (tag, r) in reqs.iter().enumerate() {
-        let ex = |name: &str, relpath: &str| excluded(&r.exclude, name, relpath);
+        let ex = |name: &str, relpath: &str| {
+            excluded(&r.exclude, name, relpath) || omitted(r, name, relpath).is_some()
+        };
         let request = Request {
             tag,
             label: r.label.clone(),
@@ -327,7 +345,7 @@ pub(super) fn add_all(
                             tree.dir.display()
                         ),
                     )
-                    .with_hint(hint));
+                    .with_fix(hint, &format!("modules = [{}]", toml::Value::String(q.clone()))));
                 }
             }
             What::Pattern(text, g) => {
@@ -467,7 +485,48 @@ pub(super) fn add_all(
             load_list.push(q);
         }
     }
-    sel.add_weakdeps(&|_, _| false);
+    // Weak dependencies (soft: an omission of any document leaves them out).
+    sel.add_weakdeps(&|name, relpath| omits.modules.iter().any(|o| o.names_module(name, relpath)));
+    // What the omissions took out, for `why`; and what they could not (a
+    // module a kept module needs), said with the module that keeps it.
+    let mut left_out = Vec::new();
+    for n in &sel.notes {
+        let Some(name) = &n.excluded else { continue };
+        if sel.contains(name) || left_out.iter().any(|o: &Omitted| &o.name == name) {
+            continue;
+        }
+        let relpath = tree.module(name).map_or("", |m| m.relpath.as_str());
+        if let Some(o) = omitted(&reqs[n.tag], name, relpath) {
+            left_out.push(Omitted {
+                kind: OmittedKind::Module,
+                name: name.clone(),
+                by: o.origin.clone(),
+                rule: o.label("modules"),
+            });
+        }
+    }
+    for m in &sel.modules {
+        let r = &reqs[m.tag];
+        if let Some(o) = omitted(r, &m.name, &m.relpath) {
+            let links: Vec<&str> = m.chain.split(" -> ").collect();
+            let needer = links
+                .len()
+                .checked_sub(2)
+                .and_then(|i| links[i].split_whitespace().next())
+                .unwrap_or("?");
+            warnings.push(Warning {
+                origin: Some(o.origin.clone()),
+                message: format!(
+                    "{}: module `{}` is kept: module `{needer}` needs it (a hard dependency: {}, at {})",
+                    o.label("modules"),
+                    m.name,
+                    m.chain,
+                    r.origin
+                ),
+                details: Vec::new(),
+            });
+        }
+    }
     for n in &sel.notes {
         if n.message.contains("blacklisted") {
             warnings.push(Warning {
@@ -516,6 +575,17 @@ pub(super) fn add_all(
                     || fw_include.iter().any(|(_, g, _)| g.is_match(fw)))
                     && !fw_exclude.iter().any(|(_, g, _)| g.is_match(fw));
                 if !take {
+                    continue;
+                }
+                if let Some(o) = omits.firmware(fw) {
+                    if !left_out.iter().any(|x: &Omitted| x.name == fw) {
+                        left_out.push(Omitted {
+                            kind: OmittedKind::Firmware,
+                            name: fw.to_string(),
+                            by: o.origin.clone(),
+                            rule: o.label("firmware"),
+                        });
+                    }
                     continue;
                 }
                 match fw_search.find(&root, fw) {
@@ -643,6 +713,7 @@ pub(super) fn add_all(
     Ok(Modules {
         added: out,
         list_loads_all,
+        omitted: left_out,
     })
 }
 

@@ -245,8 +245,26 @@ pub fn find(name: &str, root: &Path) -> Result<PathBuf, String> {
     Ok(dir.join(format!("{name}.toml")))
 }
 
+/// Where this process wrote the profiles composer carries.
+static BUILTIN_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The name of the profile composer carries that `path` is this process's
+/// copy of (`generic` for `<cache>/profiles/<hash>/generic.toml`): messages
+/// name the profile, not composer's cache.
+pub fn builtin_name(path: &Path) -> Option<&str> {
+    let dir = BUILTIN_DIR.get()?;
+    if path.parent()? != dir {
+        return None;
+    }
+    let name = path.file_name()?.to_str()?.strip_suffix(".toml")?;
+    builtin_names().find(|n| *n == name)
+}
+
 /// The profiles composer carries, as files in its cache.
 fn builtin_dir() -> std::io::Result<PathBuf> {
+    if let Some(d) = BUILTIN_DIR.get() {
+        return Ok(d.clone());
+    }
     let files: Vec<(String, Vec<u8>)> = FILES
         .iter()
         .map(|(n, t)| (n.to_string(), t.as_bytes().to_vec()))
@@ -271,6 +289,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
         ],
         std::time::UNIX_EPOCH,
     )
+    .map(|d| BUILTIN_DIR.get_or_init(|| d).clone())
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ impl Rules {
                 let origin = doc.origin(rule.pos);
                 let name = match &r.name {
                     Some(n) => {
-                        let s = expand(n, n.pos, &doc.file, &loaded.vars)?;
+                        let s = expand(n, n.pos, doc, &loaded.vars)?;
                         if s.is_empty() {
                             return Err(Error::at(doc.origin(n.pos), "a segment name is empty"));
                         }
@@ -97,7 +97,7 @@ impl Rules {
                 };
                 let mut paths = Vec::new();
                 for p in &r.paths {
-                    let text = expand(p, p.pos, &doc.file, &loaded.vars)?;
+                    let text = expand(p, p.pos, doc, &loaded.vars)?;
                     paths.push((text.trim_start_matches('/').to_string(), doc.origin(p.pos)));
                 }
                 let level = r.level.as_ref().map(|l| (l.value, doc.origin(l.pos)));

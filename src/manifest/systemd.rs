@@ -226,11 +226,16 @@ fn asked(loaded: &Loaded) -> Result<Asked> {
             (&s.udev_rules_if_present, &mut a.rules_if_present),
         ] {
             for v in list {
-                into.push((
-                    expand(v, v.pos, &doc.file, &loaded.vars)?,
-                    doc.origin(v.pos),
-                ));
+                into.push((expand(v, v.pos, doc, &loaded.vars)?, doc.origin(v.pos)));
             }
+        }
+    }
+    // `[omit] units`: as exclude_units (units are taken for the image as a
+    // whole, not per document).
+    for doc in &loaded.docs {
+        for v in doc.manifest.omit.iter().flat_map(|o| &o.value.units) {
+            a.exclude_units
+                .push((expand(v, v.pos, doc, &loaded.vars)?, doc.origin(v.pos)));
         }
     }
     Ok(a)

@@ -123,7 +123,7 @@ pub(super) fn left_out(loaded: &Loaded) -> Result<HashSet<String>> {
                 continue;
             }
             for v in list {
-                out.insert(expand(v, v.pos, &doc.file, &loaded.vars)?);
+                out.insert(expand(v, v.pos, doc, &loaded.vars)?);
             }
         }
     }

@@ -350,11 +350,25 @@ impl Resolution {
             Some(o) => Error::at(o, message),
             None => Error::usage(message),
         };
-        Some(
-            err.with_hint(
-                "install what is missing into the source root, or mark the entry optional",
-            ),
-        )
+        let omit = self
+            .requests
+            .iter()
+            .find(|r| !r.request.optional && r.problems.iter().any(|p| p.fatal))
+            .map(|r| {
+                // A bare name is wherever the search path finds it.
+                let name = r.request.name.display().to_string();
+                let path = if r.request.name.is_absolute() {
+                    name
+                } else {
+                    format!("/**/{name}")
+                };
+                format!("files = [{}]", toml::Value::String(path))
+            })
+            .unwrap_or_default();
+        Some(err.with_fix(
+            "install what is missing into the source root, or mark the entry optional",
+            &omit,
+        ))
     }
 
     /// A problem with the chain that led to it and the directories searched.

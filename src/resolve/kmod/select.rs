@@ -40,6 +40,8 @@ pub struct Selected {
 pub struct Note {
     pub tag: usize,
     pub message: String,
+    /// The module the request's exclusions left out, for a note of that.
+    pub excluded: Option<String>,
 }
 
 /// The modules chosen so far.
@@ -125,6 +127,7 @@ impl<'t> Selection<'t> {
                     self.notes.push(Note {
                         tag: req.tag,
                         message: format!("{head} -> {}: blacklisted at {at}, left out", f.obj.name),
+                        excluded: None,
                     });
                     continue;
                 }
@@ -140,6 +143,7 @@ impl<'t> Selection<'t> {
                         "{head}: `{name}` is not a module of kernel {}, left out",
                         self.tree.kver
                     ),
+                    excluded: None,
                 });
             }
         }
@@ -164,6 +168,7 @@ impl<'t> Selection<'t> {
             self.notes.push(Note {
                 tag: req.tag,
                 message: format!("{head} -> {name}: excluded"),
+                excluded: Some(name.clone()),
             });
             return;
         }
@@ -214,6 +219,7 @@ impl<'t> Selection<'t> {
                         self.notes.push(Note {
                             tag: req.tag,
                             message: format!("{chain}: excluded"),
+                            excluded: Some(n.to_string()),
                         });
                         continue;
                     }
@@ -233,6 +239,7 @@ impl<'t> Selection<'t> {
                         message: format!(
                             "{chain}: the configuration installs it with `{command}`; the module itself is included"
                         ),
+                        excluded: None,
                     });
                     if let Some(m) = self.tree.module(n) {
                         if !self.index.contains_key(n) {
