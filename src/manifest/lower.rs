@@ -32,7 +32,7 @@ use crate::glob::{Below, Separator};
 use crate::path::{escape, parent, ImagePath};
 use crate::policy::Policy;
 use crate::resolve::root::Root;
-use crate::spec::{ImageSpec, Omitted, OmittedKind};
+use crate::spec::ImageSpec;
 
 /// The entries of a manifest, before they are split into segments.
 struct Lowered {
@@ -44,7 +44,7 @@ struct Lowered {
     /// The files rules mark secret, by name, with the rule of each.
     secrets: Vec<(Vec<u8>, Origin)>,
     /// What `[omit]` took out.
-    omitted: Vec<Omitted>,
+    omitted: Vec<crate::spec::Omitted>,
 }
 
 /// How strongly an entry claims its name: an implied directory (a parent,
@@ -171,63 +171,6 @@ pub(super) struct Lowerer<'a> {
 }
 
 /// A manifest path in normal form (see [`ImagePath::normalise`]).
-/// The rank ([`Loaded::rank`]) of the document an origin is in; 0 for one
-/// of none (the command line), which every omission then applies to.
-fn doc_of(loaded: &Loaded, o: &Origin) -> usize {
-    loaded
-        .docs
-        .iter()
-        .position(|d| Arc::ptr_eq(d.origin_file(), o.file()))
-        .map_or(0, |i| loaded.rank(i))
-}
-
-/// The image paths (without their `/`) of the program a request names: its
-/// path (for a bare name, where the search path finds it in the root), and
-/// where the root's directory links place it (`sbin/lvm`, `usr/sbin/lvm`).
-fn program_paths(
-    root: &Root,
-    search: &[std::path::PathBuf],
-    r: &crate::resolve::elf::BinaryRequest,
-) -> Vec<String> {
-    if r.kind != crate::resolve::elf::RequestKind::Program {
-        return Vec::new();
-    }
-    let path = if r.name.is_absolute() {
-        Some(r.name.clone())
-    } else {
-        search
-            .iter()
-            .map(|d| d.join(&r.name))
-            .find(|p| root.resolve(p, false).is_ok_and(|h| h.exists()))
-    };
-    let Some(path) = path else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = path.to_str().map(str::to_string).into_iter().collect();
-    // The directories on the way, through the root's links.
-    if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
-        if let Ok(host) = root.resolve(dir, true) {
-            if let Ok(inside) = host.strip_prefix(root.path()) {
-                if let Some(p) = Path::new("/").join(inside).join(name).to_str() {
-                    out.push(p.to_string());
-                }
-            }
-        }
-    }
-    out.iter_mut()
-        .map(|p| p.trim_start_matches('/').to_string())
-        .collect()
-}
-
-/// An `[omit]` line that leaves out `path` (and what is under it), for hints.
-pub(super) fn omit_line(key: &str, path: &[u8]) -> String {
-    let path = escape(path);
-    format!(
-        "{key} = [{}]",
-        toml::Value::String(format!("/{}", path.trim_start_matches('/')))
-    )
-}
-
 fn normalise(path: &[u8], origin: &Origin) -> Result<Vec<u8>> {
     Ok(ImagePath::normalise(path, origin)?.into_bytes())
 }
@@ -585,7 +528,7 @@ impl Lowerer<'_> {
                         "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
                         self.root.path().display()
                     ),
-                    &omit_line("files", dst.as_ref().map_or(&src, |d| &d.value)),
+                    &super::omit::omit_line("files", dst.as_ref().map_or(&src, |d| &d.value)),
                 ))
             }
         };
@@ -671,7 +614,7 @@ impl Lowerer<'_> {
             )
             .with_fix(
                 "use [[file]] for a single file; set optional = true to skip a missing tree",
-                &omit_line("files", &dst),
+                &super::omit::omit_line("files", &dst),
             ));
         }
         let include = compile_globs(&r.include, doc)?;
@@ -826,7 +769,7 @@ impl Lowerer<'_> {
                             "patterns are matched inside the root `{}`; set optional = true to allow no match",
                             self.root.path().display()
                         ),
-                        &omit_line("files", text.as_bytes()),
+                        &super::omit::omit_line("files", text.as_bytes()),
                     ));
             }
         }
@@ -979,21 +922,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
         // A program left out before it is resolved: its libraries go too,
         // unless something else loads them.
         let search = super::binaries::options(loaded).search_path;
-        requests.retain(|r| {
-            let doc = r.origin.as_ref().map_or(0, |o| doc_of(loaded, o));
-            for path in program_paths(&lw.root, &search, r) {
-                if let Some(o) = omits.file(&path, doc) {
-                    omitted.push(Omitted {
-                        kind: OmittedKind::File,
-                        name: path,
-                        by: o.origin.clone(),
-                        rule: o.label("files"),
-                    });
-                    return false;
-                }
-            }
-            true
-        });
+        requests.retain(|r| omits.keep_program(loaded, &lw.root, &search, r, &mut omitted));
     }
     let mut warnings = units.warnings;
     warnings.extend(stack.warnings);
@@ -1065,20 +994,7 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
             through_links_changed(p.as_bytes(), &links)
                 .map(|r| String::from_utf8_lossy(&r).into_owned())
         })?;
-        let mut keep = Vec::with_capacity(entries.len());
-        for e in &entries {
-            let name = String::from_utf8_lossy(e.name.as_bytes());
-            let o = omits.file(&name, doc_of(loaded, &e.origin));
-            if let Some(o) = o {
-                omitted.push(Omitted {
-                    kind: OmittedKind::File,
-                    name: name.into_owned(),
-                    by: o.origin.clone(),
-                    rule: o.label("files"),
-                });
-            }
-            keep.push(o.is_none());
-        }
+        let keep = omits.keep_files(loaded, &entries, &mut omitted);
         if keep.contains(&false) {
             let mut i = 0;
             entries.retain(|_| {

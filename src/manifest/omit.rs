@@ -2,12 +2,18 @@
 //! before it select. Each list is read once here; the modules, firmware and
 //! file steps ask which omissions apply to a rule of a given document.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use globset::{GlobMatcher, GlobSet};
 
 use super::load::{expand, Loaded};
-use crate::entry::Origin;
+use crate::entry::{Entry, Origin};
 use crate::error::Result;
 use crate::glob::{Below, Separator};
+use crate::resolve::elf::{BinaryRequest, RequestKind};
+use crate::resolve::root::Root;
+use crate::spec::{Omitted, OmittedKind};
 
 /// One entry of an `[omit]` list.
 pub(super) struct Omission {
@@ -127,6 +133,57 @@ impl Omits {
         !self.files.is_empty()
     }
 
+    /// Whether the program request `r` stays: false (with what it left out
+    /// noted in `omitted`) when a file omission names the program, so that
+    /// it is never resolved and takes no library with it.
+    pub fn keep_program(
+        &self,
+        loaded: &Loaded,
+        root: &Root,
+        search: &[PathBuf],
+        r: &BinaryRequest,
+        omitted: &mut Vec<Omitted>,
+    ) -> bool {
+        let doc = r.origin.as_ref().map_or(0, |o| doc_of(loaded, o));
+        for path in program_paths(root, search, r) {
+            if let Some(o) = self.file(&path, doc) {
+                omitted.push(Omitted {
+                    kind: OmittedKind::File,
+                    name: path,
+                    by: o.origin.clone(),
+                    rule: o.label("files"),
+                });
+                return false;
+            }
+        }
+        true
+    }
+
+    /// For each of `entries`, whether it stays; what a file omission takes
+    /// out is noted in `omitted`.
+    pub fn keep_files(
+        &self,
+        loaded: &Loaded,
+        entries: &[Entry],
+        omitted: &mut Vec<Omitted>,
+    ) -> Vec<bool> {
+        let mut keep = Vec::with_capacity(entries.len());
+        for e in entries {
+            let name = String::from_utf8_lossy(e.name.as_bytes());
+            let o = self.file(&name, doc_of(loaded, &e.origin));
+            if let Some(o) = o {
+                omitted.push(Omitted {
+                    kind: OmittedKind::File,
+                    name: name.into_owned(),
+                    by: o.origin.clone(),
+                    rule: o.label("files"),
+                });
+            }
+            keep.push(o.is_none());
+        }
+        keep
+    }
+
     /// Matches file omissions as `rewrite` places their paths (merged
     /// /usr: `/bin/less` names what the image holds at `usr/bin/less`), as
     /// well as written.
@@ -152,4 +209,57 @@ impl Omits {
             .map(|(set, globs)| (set, globs.into_iter().map(|g| index[g]).collect()));
         Ok(())
     }
+}
+
+/// The rank ([`Loaded::rank`]) of the document an origin is in; 0 for one
+/// of none (the command line), which every omission then applies to.
+fn doc_of(loaded: &Loaded, o: &Origin) -> usize {
+    loaded
+        .docs
+        .iter()
+        .position(|d| Arc::ptr_eq(d.origin_file(), o.file()))
+        .map_or(0, |i| loaded.rank(i))
+}
+
+/// The image paths (without their `/`) of the program a request names: its
+/// path (for a bare name, where the search path finds it in the root), and
+/// where the root's directory links place it (`sbin/lvm`, `usr/sbin/lvm`).
+fn program_paths(root: &Root, search: &[PathBuf], r: &BinaryRequest) -> Vec<String> {
+    if r.kind != RequestKind::Program {
+        return Vec::new();
+    }
+    let path = if r.name.is_absolute() {
+        Some(r.name.clone())
+    } else {
+        search
+            .iter()
+            .map(|d| d.join(&r.name))
+            .find(|p| root.resolve(p, false).is_ok_and(|h| h.exists()))
+    };
+    let Some(path) = path else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = path.to_str().map(str::to_string).into_iter().collect();
+    // The directories on the way, through the root's links.
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+        if let Ok(host) = root.resolve(dir, true) {
+            if let Ok(inside) = host.strip_prefix(root.path()) {
+                if let Some(p) = Path::new("/").join(inside).join(name).to_str() {
+                    out.push(p.to_string());
+                }
+            }
+        }
+    }
+    out.iter_mut()
+        .map(|p| p.trim_start_matches('/').to_string())
+        .collect()
+}
+
+/// An `[omit]` line that leaves out `path` (and what is under it), for hints.
+pub(super) fn omit_line(key: &str, path: &[u8]) -> String {
+    let path = crate::path::escape(path);
+    format!(
+        "{key} = [{}]",
+        toml::Value::String(format!("/{}", path.trim_start_matches('/')))
+    )
 }
