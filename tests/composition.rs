@@ -244,3 +244,107 @@ fn messages_name_the_profile_never_the_cache() {
         );
     }
 }
+
+/// `composer config` of the default configuration: written to a file and built as a
+/// manifest, it gives the same image byte for byte; `--json` names an origin for every
+/// rule; `--files` lists the documents in the order read; a drop-in's setting shows
+/// the drop-in as its origin, over the manifest's.
+#[test]
+fn config_shows_what_a_build_reads_and_builds_the_same_image() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if !support::generic_image_host() {
+        return;
+    }
+    let dir = Scratch::new("config");
+    let kver = ["--kver", kernel.version.as_str()];
+    let config = |extra: &[&str]| {
+        let o = support::run_ok(
+            support::composer()
+                .arg("config")
+                .args(kver)
+                .arg("--kmoddir")
+                .arg(kernel.modules_dir())
+                .args(extra),
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = config(&[]);
+    assert!(
+        text.contains("include = [\n    \"base\",") && text.contains("    \"generic\",\n"),
+        "{text}"
+    );
+    assert!(text.contains("(profile generic, line "), "{text}");
+    let m = dir.join("config.toml");
+    fs::write(&m, &text).unwrap();
+    let build = |manifest: Option<&Path>, out: &Path| {
+        let mut cmd = support::build_for(&kernel.version, &kernel.modules_dir());
+        cmd.args(["-t", "0"]);
+        if let Some(m) = manifest {
+            cmd.arg(m);
+        }
+        support::run_ok(cmd.arg("-o").arg(out));
+        fs::read(out).unwrap()
+    };
+    let default = build(None, &dir.join("default.img"));
+    let from_config = build(Some(&m), &dir.join("config.img"));
+    assert!(
+        default == from_config,
+        "the configuration printed builds another image than the configuration"
+    );
+
+    let doc: serde_json::Value = serde_json::from_str(&config(&["--json"])).unwrap();
+    let rules = doc["rules"].as_array().unwrap();
+    assert!(rules.len() > 50, "{} rules", rules.len());
+    for r in rules {
+        let o = &r["origin"];
+        assert!(
+            (o["file"].is_string() || o["profile"].is_string())
+                && o["line"].as_u64().is_some_and(|l| l > 0),
+            "a rule without an origin: {r}"
+        );
+    }
+    let files = config(&["--files"]);
+    let names: Vec<&str> = files.lines().collect();
+    let documents: Vec<&str> = doc["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), documents.len(), "{files}");
+    assert!(names.iter().zip(&documents).all(|(n, d)| n.starts_with(d)));
+    let at = |name: &str| names.iter().position(|n| *n == name);
+    assert!(
+        at("profile generic") < at("profile default") && at("profile base") < at("profile generic"),
+        "{files}"
+    );
+
+    // A drop-in's setting over the manifest's.
+    let m = dir.join("initrd.toml");
+    fs::write(
+        &m,
+        "include = [\"generic\"]\ndropins = \"initrd.d\"\n\n[vars]\nflavour = \"plain\"\n",
+    )
+    .unwrap();
+    fs::create_dir_all(dir.join("initrd.d")).unwrap();
+    let dropin = dir.join("initrd.d/50-flavour.toml");
+    fs::write(&dropin, "[vars]\nflavour = \"salted\"\n").unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&config(&[m.to_str().unwrap(), "--json"])).unwrap();
+    let set: Vec<&serde_json::Value> = doc["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["key"] == "vars.flavour")
+        .collect();
+    assert_eq!(set.len(), 2, "{doc}");
+    assert_eq!(set[0]["origin"]["file"], m.display().to_string());
+    assert_eq!(set[0]["overridden"], true);
+    assert_eq!(set[1]["origin"]["file"], dropin.display().to_string());
+    assert_eq!(
+        (set[1]["value"].as_str(), &set[1]["overridden"]),
+        (Some("\"salted\""), &serde_json::Value::Bool(false))
+    );
+}

@@ -299,7 +299,10 @@ fn the_books_omit_example_builds() {
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/manifest.md"))
             .unwrap();
     let start = book.find("### Taking things out").expect("the section");
-    let end = start + book[start..].find("\n### Duplicates").expect("its end");
+    let end = start
+        + book[start..]
+            .find("\n### Showing the configuration")
+            .expect("its end");
     let section = &book[start..end];
     let mut snippets = Vec::new();
     for (i, block) in section.split("```").enumerate() {

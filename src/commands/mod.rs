@@ -7,6 +7,7 @@ mod cat;
 mod check;
 mod check_boot;
 mod completions;
+mod config;
 mod deps;
 mod diff;
 mod export_list;
@@ -52,6 +53,10 @@ pub enum Command {
     Build(build::Args),
     /// Load and resolve a manifest without writing anything.
     Check(check::Args),
+    /// Print the configuration a build reads: its documents in order, every
+    /// setting and rule with the document and line it comes from, as a
+    /// manifest that builds the same image.
+    Config(config::Args),
     /// Print a manifest's entries as a gen_init_cpio list.
     #[command(name = "export-list")]
     ExportList(export_list::Args),
@@ -99,6 +104,7 @@ pub fn exec(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Build(a) => build::exec(a),
         Command::Check(a) => check::exec(a),
+        Command::Config(a) => config::exec(a),
         Command::ExportList(a) => export_list::exec(a),
         Command::ImportList(a) => import_list::exec(a),
         Command::Plan(a) => plan::exec(a),

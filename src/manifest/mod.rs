@@ -17,6 +17,7 @@
 
 mod binaries;
 mod coldplug;
+pub mod config;
 mod console;
 pub mod de;
 mod early;
