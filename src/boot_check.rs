@@ -591,7 +591,7 @@ pub fn check(inputs: &Inputs) -> Report {
             Kind::Crypt(cr) => {
                 ciphers_served_whole(&mut c, &names, tree, cr, inputs.crypto);
                 if let Some(key) = crypttab_line(&crypttab, cr).and_then(|l| l.keyfile.as_deref()) {
-                    if crate::manifest::is_key_path(key) {
+                    if crate::lower::is_key_path(key) {
                         if names.resolve(key).is_some_and(RawEntry::is_regular) {
                             c.found.push(format!("key file {key}"));
                         } else {
@@ -691,7 +691,7 @@ fn fix_for(kind: &Kind) -> String {
 /// The running machine's stack under `/` and `/usr`, with the crypttab of
 /// `root` (read once per process, as a build reads it).
 pub fn running_stack(root: &std::path::Path) -> crate::error::Result<Stack> {
-    crate::manifest::running_stack(root).map_err(|e| {
+    crate::lower::running_stack(root).map_err(|e| {
         crate::error::Error::usage(format!(
             "cannot follow the root filesystem down to its devices: {e}"
         ))

@@ -23,6 +23,7 @@ pub mod glob;
 pub mod image;
 pub mod io;
 pub mod list;
+pub mod lower;
 pub mod manifest;
 pub mod origin;
 pub mod path;

@@ -35,7 +35,7 @@ pub fn manifest_spec(
         .map(Path::to_path_buf)
         .unwrap_or_else(|| loaded.output.clone());
     let policy = policy::decide(cli, loaded.asked(), env, Some(&output))?;
-    let mut spec = manifest::lower(&mut loaded, policy)?;
+    let mut spec = crate::lower::lower(&mut loaded, policy)?;
     spec.output = Some(output);
     Ok(spec)
 }

@@ -1,4 +1,19 @@
-//! Lowering: from manifest rules to gen_init_cpio-level entries.
+//! Lowering: from manifest rules to gen_init_cpio-level entries. What each
+//! section of a manifest means for the image lives here; the format itself
+//! (and how documents compose) in [`crate::manifest`].
+//!
+//! * this file: rules to entries (trees, globs, binaries, parents, merged
+//!   /usr), and the order of the steps below;
+//! * `binaries`, `modules`: what `binaries` and module rules add (`item`);
+//! * `omit`: what `[omit]` takes out of what earlier documents selected;
+//! * `segments`, `early`: `[[segment]]` and `[early]`;
+//! * `systemd` (with `systemd_layers`, `systemd_handover`), `stack`:
+//!   `[systemd]`, and `[stack]` (the running root's block stack, which
+//!   `[[module]] rootfs` reads too);
+//! * `keys`: the secrets an image holds (which make it private);
+//! * `coldplug`: what each init learns of its cold plug from the build (none
+//!   is needed when the image's /init loads every module it holds);
+//! * `console`: `[console]` (the keymap and font loaded before a prompt).
 //!
 //! Input: [`Loaded`] documents and the build's [`Policy`]. Output: an
 //! [`ImageSpec`]: entries in archive order with parents before children,
@@ -11,6 +26,23 @@
 //! `usr/bin/sh`), duplicates are merged or reported, missing parents are
 //! created, and the result is ordered.
 
+mod binaries;
+mod coldplug;
+mod console;
+mod early;
+mod item;
+mod keys;
+mod modules;
+mod omit;
+mod segments;
+mod stack;
+mod systemd;
+mod systemd_handover;
+mod systemd_layers;
+
+pub use early::DEFAULT_ACPI_DIR;
+pub(crate) use stack::{is_key_path, running as running_stack};
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -20,19 +52,19 @@ use std::sync::Arc;
 
 use globset::GlobSet;
 
-use super::de::Spanned;
-use super::item::FileModes;
-use super::load::{expand, Doc, Loaded};
-use super::model::{AlignSpec, ModeOrSource, Order, PathText};
-use super::node::Pos;
-use super::segments::Rules;
 use crate::entry::{AlignHint, DeviceKind, Entry, Kind, Origin, PATH_MAX};
 use crate::error::{Error, Result, Warning};
 use crate::glob::{Below, Separator};
+use crate::manifest::de::Spanned;
+use crate::manifest::load::{expand, Doc, Loaded};
+use crate::manifest::model::{AlignSpec, ModeOrSource, Order, PathText};
+use crate::manifest::node::Pos;
 use crate::path::{escape, parent, ImagePath};
 use crate::policy::Policy;
 use crate::resolve::root::Root;
 use crate::spec::ImageSpec;
+use item::FileModes;
+use segments::Rules;
 
 /// The entries of a manifest, before they are split into segments.
 struct Lowered {
@@ -105,20 +137,20 @@ impl<T> Queue<T> {
 /// reads them after lowering.
 struct Taken {
     binaries: Queue<String>,
-    binary: Queue<super::model::BinaryRule>,
-    file: Queue<super::model::FileRule>,
-    dir: Queue<super::model::DirRule>,
-    symlink: Queue<super::model::SymlinkRule>,
-    hardlink: Queue<super::model::HardlinkRule>,
-    node: Queue<super::model::NodeRule>,
-    pipe: Queue<super::model::SpecialRule>,
-    socket: Queue<super::model::SpecialRule>,
-    tree: Queue<super::model::TreeRule>,
-    glob: Queue<super::model::GlobRule>,
+    binary: Queue<crate::manifest::model::BinaryRule>,
+    file: Queue<crate::manifest::model::FileRule>,
+    dir: Queue<crate::manifest::model::DirRule>,
+    symlink: Queue<crate::manifest::model::SymlinkRule>,
+    hardlink: Queue<crate::manifest::model::HardlinkRule>,
+    node: Queue<crate::manifest::model::NodeRule>,
+    pipe: Queue<crate::manifest::model::SpecialRule>,
+    socket: Queue<crate::manifest::model::SpecialRule>,
+    tree: Queue<crate::manifest::model::TreeRule>,
+    glob: Queue<crate::manifest::model::GlobRule>,
 }
 
 impl Taken {
-    fn from(m: &mut super::model::Manifest) -> Taken {
+    fn from(m: &mut crate::manifest::model::Manifest) -> Taken {
         use std::mem::take;
         Taken {
             binaries: Queue::new(take(&mut m.binaries)),
@@ -319,7 +351,11 @@ impl Lowerer<'_> {
         self.fixed.is_none().then(|| clamp_mtime(meta.mtime()))
     }
 
-    fn file_mode(&self, own: Option<super::model::Mode>, meta: &std::fs::Metadata) -> u32 {
+    fn file_mode(
+        &self,
+        own: Option<crate::manifest::model::Mode>,
+        meta: &std::fs::Metadata,
+    ) -> u32 {
         self.file_modes.of(own, meta)
     }
 
@@ -400,7 +436,7 @@ impl Lowerer<'_> {
             for (lib, if_present) in libs.chain(if_present) {
                 let pattern = self.string(doc, lib)?;
                 let at = Self::origin(doc, lib.pos, &format!("library {pattern}"));
-                let names = super::binaries::expand_library(&self.root, &pattern, &at)?;
+                let names = binaries::expand_library(&self.root, &pattern, &at)?;
                 if names.is_empty() && !if_present {
                     return Err(Error::at(
                         at,
@@ -411,7 +447,7 @@ impl Lowerer<'_> {
                 for name in names {
                     let origin = Self::origin(doc, lib.pos, &format!("library {name}"));
                     self.binary_requests
-                        .push(super::binaries::library(&name, if_present, origin));
+                        .push(binaries::library(&name, if_present, origin));
                 }
             }
         }
@@ -479,8 +515,8 @@ impl Lowerer<'_> {
                     let path = self.take_text(doc, r.path)?;
                     let name = normalise_owned(path.value, &doc.origin(path.pos))?;
                     let kind = match r.kind {
-                        super::model::NodeType::Char => DeviceKind::Char,
-                        super::model::NodeType::Block => DeviceKind::Block,
+                        crate::manifest::model::NodeType::Char => DeviceKind::Char,
+                        crate::manifest::model::NodeType::Block => DeviceKind::Block,
                     };
                     let kind = Kind::Node {
                         kind,
@@ -509,7 +545,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn file(&mut self, doc: &Doc, pos: Pos, r: super::model::FileRule) -> Result<()> {
+    fn file(&mut self, doc: &Doc, pos: Pos, r: crate::manifest::model::FileRule) -> Result<()> {
         let src_at = r.src.pos;
         let src = self.take_text(doc, r.src)?.value;
         let origin = Self::origin(doc, pos, &format!("file {}", escape(&src)));
@@ -528,7 +564,7 @@ impl Lowerer<'_> {
                         "paths are looked up inside the root `{}`; set optional = true to skip a missing file",
                         self.root.path().display()
                     ),
-                    &super::omit::omit_line("files", dst.as_ref().map_or(&src, |d| &d.value)),
+                    &omit::omit_line("files", dst.as_ref().map_or(&src, |d| &d.value)),
                 ))
             }
         };
@@ -558,7 +594,12 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn symlink(&mut self, doc: &Doc, pos: Pos, r: super::model::SymlinkRule) -> Result<()> {
+    fn symlink(
+        &mut self,
+        doc: &Doc,
+        pos: Pos,
+        r: crate::manifest::model::SymlinkRule,
+    ) -> Result<()> {
         let path = self.take_text(doc, r.path)?;
         let target_at = r.target.pos;
         let target = self.take_text(doc, r.target)?.value;
@@ -591,7 +632,7 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn tree(&mut self, doc: &Doc, pos: Pos, r: &super::model::TreeRule) -> Result<()> {
+    fn tree(&mut self, doc: &Doc, pos: Pos, r: &crate::manifest::model::TreeRule) -> Result<()> {
         let src = self.text(doc, &r.src)?;
         let origin = Self::origin(doc, pos, &format!("tree {}", escape(&src)));
         let dst = match &r.dst {
@@ -614,7 +655,7 @@ impl Lowerer<'_> {
             )
             .with_fix(
                 "use [[file]] for a single file; set optional = true to skip a missing tree",
-                &super::omit::omit_line("files", &dst),
+                &omit::omit_line("files", &dst),
             ));
         }
         let include = compile_globs(&r.include, doc)?;
@@ -681,7 +722,7 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn glob(&mut self, doc: &Doc, pos: Pos, r: &super::model::GlobRule) -> Result<()> {
+    fn glob(&mut self, doc: &Doc, pos: Pos, r: &crate::manifest::model::GlobRule) -> Result<()> {
         let dst = match &r.dst {
             Some(d) => Some(normalise(&self.text(doc, d)?, &doc.origin(d.pos))?),
             None => None,
@@ -769,7 +810,7 @@ impl Lowerer<'_> {
                             "patterns are matched inside the root `{}`; set optional = true to allow no match",
                             self.root.path().display()
                         ),
-                        &super::omit::omit_line("files", text.as_bytes()),
+                        &omit::omit_line("files", text.as_bytes()),
                     ));
             }
         }
@@ -786,7 +827,7 @@ impl Lowerer<'_> {
 
     fn binary(&mut self, name: &str, optional: bool, origin: Origin) -> Result<()> {
         self.binary_requests
-            .push(super::binaries::program(name, optional, origin));
+            .push(binaries::program(name, optional, origin));
         Ok(())
     }
 }
@@ -840,7 +881,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
     let loaded = &*loaded;
     let mut warnings = lowered.warnings;
     let mut rules = Rules::read(loaded, &mut warnings)?;
-    let early = super::early::gather(loaded, &lowered.entries, &mut warnings)?;
+    let early = early::gather(loaded, &lowered.entries, &mut warnings)?;
     let (early_entries, scratch) = match early {
         Some(e) => {
             rules.take_early(&e.origin)?;
@@ -851,7 +892,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
     let links = lowered.links;
     let merged =
         |p: &str| String::from_utf8_lossy(&through_links(p.as_bytes(), &links)).into_owned();
-    let secrets = super::keys::held(&lowered.entries, &lowered.secrets);
+    let secrets = keys::held(&lowered.entries, &lowered.secrets);
     for s in &secrets {
         warnings.push(Warning {
             origin: Some(s.origin.clone()),
@@ -874,7 +915,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
             root: loaded.root.clone(),
             kver: loaded.vars.get("kver").cloned().unwrap_or_default(),
             kmoddir: loaded.kmoddir.clone(),
-            hostonly: super::stack::from_root(loaded),
+            hostonly: stack::from_root(loaded),
             uki: loaded.uki.clone(),
         }),
         _scratch: scratch,
@@ -909,11 +950,11 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     for (doc, t) in loaded.docs.iter().zip(taken) {
         lw.rules(doc, t)?;
     }
-    let mut omits = super::omit::Omits::read(loaded)?;
+    let mut omits = omit::Omits::read(loaded)?;
     let mut omitted = Vec::new();
-    let units = super::systemd::add_all(loaded)?;
-    let stack = super::stack::add_all(loaded)?;
-    let console = super::console::add_all(loaded)?;
+    let units = systemd::add_all(loaded)?;
+    let stack = stack::add_all(loaded)?;
+    let console = console::add_all(loaded)?;
     let mut requests = std::mem::take(&mut lw.binary_requests);
     requests.extend(units.programs);
     requests.extend(stack.programs);
@@ -921,21 +962,21 @@ fn lower_entries(loaded: &mut Loaded, policy: &Policy) -> Result<Lowered> {
     if omits.has_files() {
         // A program left out before it is resolved: its libraries go too,
         // unless something else loads them.
-        let search = super::binaries::options(loaded).search_path;
+        let search = binaries::options(loaded).search_path;
         requests.retain(|r| omits.keep_program(loaded, &lw.root, &search, r, &mut omitted));
     }
     let mut warnings = units.warnings;
     warnings.extend(stack.warnings);
     warnings.extend(console.warnings);
-    let (binaries, elf) = super::binaries::add_all(
+    let (binaries, elf) = binaries::add_all(
         &requests,
-        &super::binaries::options(loaded),
+        &binaries::options(loaded),
         file_modes,
         &mut warnings,
     )?;
-    let mut modules = super::modules::add_all(loaded, &omits, file_modes, &mut warnings)?;
+    let mut modules = modules::add_all(loaded, &omits, file_modes, &mut warnings)?;
     omitted.append(&mut modules.omitted);
-    let coldplug = super::coldplug::add(loaded, modules.list_loads_all)?;
+    let coldplug = coldplug::add(loaded, modules.list_loads_all)?;
     for a in units
         .added
         .into_iter()

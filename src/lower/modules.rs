@@ -12,12 +12,12 @@ use globset::GlobMatcher;
 
 use crate::glob::Separator;
 
-use super::de::Spanned;
 use super::item::{Added, FileModes};
-use super::load::{expand, Doc, Loaded};
 use crate::cache::{cache_dir, store};
 use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
+use crate::manifest::de::Spanned;
+use crate::manifest::load::{expand, Doc, Loaded};
 use crate::resolve::kmod::depmod::{self, Depmod, ModFile};
 use crate::resolve::kmod::probe::Step;
 use crate::resolve::kmod::select::{Request, Selection};
@@ -90,7 +90,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
     for (doc_index, doc) in loaded.docs.iter().enumerate() {
         let m = &doc.manifest;
         // Keep the order the rules were written in.
-        let mut rules: Vec<(super::node::Pos, Option<usize>)> =
+        let mut rules: Vec<(crate::manifest::node::Pos, Option<usize>)> =
             m.modules.iter().map(|r| (r.pos, None)).collect();
         rules.extend(m.module.iter().enumerate().map(|(i, r)| (r.pos, Some(i))));
         rules.sort_by_key(|(p, _)| *p);
@@ -125,7 +125,7 @@ fn requests(loaded: &Loaded) -> Result<Vec<Req>> {
                         exclude.push((text, g));
                     }
                     let firmware = r.firmware.unwrap_or(true);
-                    let mut push = |what: What, at: super::node::Pos, label: String| {
+                    let mut push = |what: What, at: crate::manifest::node::Pos, label: String| {
                         let origin = doc.origin(at).with_rule(label.as_str());
                         reqs.push(Req {
                             what,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use globset::{GlobMatcher, GlobSet};
 
-use super::load::{expand, Loaded};
 use crate::entry::{Entry, Origin};
 use crate::error::Result;
 use crate::glob::{Below, Separator};
+use crate::manifest::load::{expand, Loaded};
 use crate::resolve::elf::{BinaryRequest, RequestKind};
 use crate::resolve::root::Root;
 use crate::spec::{Omitted, OmittedKind};

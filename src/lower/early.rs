@@ -14,12 +14,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::de::Spanned;
-use super::load::{expand, Doc, Loaded};
-use super::model::PathText;
 use crate::compress::{self, Compression};
 use crate::entry::{Entry, Kind, Origin, Source};
 use crate::error::{Error, Result, Warning};
+use crate::manifest::de::Spanned;
+use crate::manifest::load::{expand, Doc, Loaded};
+use crate::manifest::model::PathText;
 use crate::path::ImagePath;
 use crate::resolve::root::Root;
 

@@ -3,9 +3,9 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use super::model::{Mode, ModeOrSource};
 use crate::entry::{Kind, Origin};
 use crate::error::Warning;
+use crate::manifest::model::{Mode, ModeOrSource};
 use crate::resolve::elf::BinaryRequest;
 
 /// A file or symlink a rule adds at `dest` (an image path, not yet

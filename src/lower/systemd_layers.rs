@@ -13,8 +13,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::load::{expand, Loaded};
 use crate::error::Result;
+use crate::manifest::load::{expand, Loaded};
 use crate::stack::{Kind, Stack};
 
 /// The layers `[systemd.layers]` names.

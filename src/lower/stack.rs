@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::item::{Added, Found};
-use super::load::Loaded;
 use crate::entry::{Kind, Links, Origin};
 use crate::error::{Error, Result, Warning};
+use crate::manifest::load::Loaded;
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
 use crate::stack::{Kind as Layer, Remote, Stack};

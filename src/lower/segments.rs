@@ -15,11 +15,11 @@ use std::path::Path;
 
 use globset::GlobSet;
 
-use super::load::{expand, Loaded};
 use crate::compress::Compression;
 use crate::entry::{Entry, Kind, Origin};
 use crate::error::{Error, Result, Warning};
 use crate::glob::{self, Below, Separator};
+use crate::manifest::load::{expand, Loaded};
 use crate::path::ancestors;
 use crate::spec::{SegmentSpec, EARLY, MAIN};
 

@@ -16,10 +16,10 @@
 use std::path::{Path, PathBuf};
 
 use super::item::{Added, Found};
-use super::load::Loaded;
 use crate::compress::Compression;
 use crate::entry::Origin;
 use crate::error::{Error, Result, Warning};
+use crate::manifest::load::Loaded;
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
 

@@ -7,10 +7,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::item::{Added, FileModes};
-use super::load::Loaded;
-use super::model::HwcapsSpec;
 use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
+use crate::manifest::load::Loaded;
+use crate::manifest::model::HwcapsSpec;
 use crate::resolve::elf::{self, BinaryRequest, ElfOptions, Hwcaps, Item};
 use crate::resolve::root::Root;
 

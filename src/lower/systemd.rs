@@ -18,9 +18,9 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::path::Path;
 
 use super::item::{Added, Found};
-use super::load::{expand, Loaded};
 use crate::entry::{Kind, Origin};
 use crate::error::{Error, Result, Warning};
+use crate::manifest::load::{expand, Loaded};
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
 
@@ -250,7 +250,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         programs: Vec::new(),
         warnings: Vec::new(),
     };
-    if loaded.init == super::model::InitSpec::Shell {
+    if loaded.init == crate::manifest::model::InitSpec::Shell {
         return Ok(found);
     }
     let asked = asked(loaded)?;

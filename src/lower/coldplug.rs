@@ -19,9 +19,9 @@
 //!   (each would start a modprobe for the devices' modaliases).
 
 use super::item::Added;
-use super::load::Loaded;
-use super::node::Pos;
 use crate::error::{Error, Result};
+use crate::manifest::load::Loaded;
+use crate::manifest::node::Pos;
 
 /// Where the systemd drop-in goes: beside the profile's `composer.conf`,
 /// after it.
