@@ -348,3 +348,113 @@ fn config_shows_what_a_build_reads_and_builds_the_same_image() {
         (Some("\"salted\""), &serde_json::Value::Bool(false))
     );
 }
+
+/// The code blocks of the book's Composition section (manifest.md), each made to run:
+/// the include/drop-ins example builds with both documents' entries; the duplicates
+/// example merges the two same declarations and refuses the third, naming both places;
+/// the `[omit]` examples are built by omit.rs, the `composer config` lines by the test
+/// above.
+#[test]
+fn the_composition_sections_examples_run() {
+    let book =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/manifest.md"))
+            .unwrap();
+    let start = book.find("\n## Composition\n").expect("the section");
+    let end = start + book[start..].find("\n## Merged /usr").expect("its end");
+    let blocks: Vec<(String, String)> = book[start..end]
+        .split("```")
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 1)
+        .map(|(_, b)| {
+            let (lang, body) = b.split_once('\n').unwrap();
+            (lang.trim().to_string(), body.to_string())
+        })
+        .collect();
+    let langs: Vec<&str> = blocks.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        langs,
+        ["toml", "toml", "yaml", "sh", "toml"],
+        "the section's blocks changed"
+    );
+    let dir = Scratch::new("composition-examples");
+
+    // include and dropins.
+    let (_, include) = &blocks[0];
+    fs::create_dir_all(dir.join("common")).unwrap();
+    fs::create_dir_all(dir.join("initrd.d")).unwrap();
+    fs::write(
+        dir.join("common/base.toml"),
+        "[[dir]]\npath = \"/from-base\"\n",
+    )
+    .unwrap();
+    fs::write(
+        dir.join("initrd.d/10-net.toml"),
+        "[[dir]]\npath = \"/from-dropin\"\n",
+    )
+    .unwrap();
+    let m = dir.join("initrd.toml");
+    fs::write(
+        &m,
+        format!("{include}\n[[dir]]\npath = \"/from-manifest\"\n"),
+    )
+    .unwrap();
+    let image = dir.join("include.img");
+    support::run_ok(
+        support::composer()
+            .arg("build")
+            .arg(&m)
+            .arg("-o")
+            .arg(&image),
+    );
+    let paths = support::image_paths(&image);
+    for p in ["from-base", "from-manifest", "from-dropin"] {
+        assert!(paths.iter().any(|x| x == p), "no /{p}: {paths:?}");
+    }
+
+    // Duplicates: the first two merge, the third is refused naming both places.
+    let (_, dups) = &blocks[4];
+    let root = dir.join("root");
+    fs::create_dir_all(root.join("etc")).unwrap();
+    fs::write(root.join("etc/hostname"), "composer\n").unwrap();
+    fs::create_dir_all(dir.join("files")).unwrap();
+    fs::write(dir.join("files/hostname"), "other\n").unwrap();
+    let m = dir.join("dups.toml");
+    fs::write(&m, dups).unwrap();
+    let o = support::run(
+        support::composer()
+            .arg("build")
+            .arg("--root")
+            .arg(&root)
+            .arg(&m)
+            .arg("-o")
+            .arg(dir.join("dups.img")),
+    );
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("{}:9:", m.display()))
+            && said.contains("`/etc/hostname` is declared twice")
+            && said.contains(&format!("{}:1:", m.display())),
+        "{said}"
+    );
+    assert!(!dir.join("dups.img").exists());
+    let two: String = dups.split("\n\n").take(2).collect::<Vec<_>>().join("\n\n");
+    fs::write(&m, format!("{two}\n")).unwrap();
+    let image = dir.join("two.img");
+    support::run_ok(
+        support::composer()
+            .arg("build")
+            .arg("--root")
+            .arg(&root)
+            .arg(&m)
+            .arg("-o")
+            .arg(&image),
+    );
+    let paths = support::image_paths(&image);
+    assert_eq!(
+        paths.iter().filter(|p| *p == "etc/hostname").count(),
+        1,
+        "{paths:?}"
+    );
+    assert_eq!(support::image_file(&image, "etc/hostname"), "composer\n");
+}
