@@ -321,6 +321,32 @@ fn config_shows_what_a_build_reads_and_builds_the_same_image() {
         "{files}"
     );
 
+    // An [omit] entry shows what it took out.
+    let m = dir.join("omit.toml");
+    fs::write(
+        &m,
+        "include = [\"generic\"]\n\n[omit]\nmodules = [\"floppy\"]\n",
+    )
+    .unwrap();
+    let text = config(&[m.to_str().unwrap()]);
+    assert!(
+        text.contains(&format!(
+            "#   [omit] modules \"floppy\"    ({}:4:12); left out: module floppy",
+            m.display()
+        )),
+        "{text}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&config(&[m.to_str().unwrap(), "--json"])).unwrap();
+    let omit: Vec<&serde_json::Value> = doc["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "[omit] modules")
+        .collect();
+    assert_eq!(omit.len(), 1, "{doc}");
+    assert_eq!(omit[0]["left_out"], serde_json::json!(["module floppy"]));
+
     // A drop-in's setting over the manifest's.
     let m = dir.join("initrd.toml");
     fs::write(

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use composer::error::Result;
+use composer::pipeline;
+use composer::policy::{Environment, Overrides};
 
 use super::args::ManifestArgs;
 use super::build::manifest_and_options;
@@ -25,8 +27,9 @@ pub struct Args {
     #[arg(long, conflicts_with = "json")]
     pub files: bool,
     /// Print JSON: `{documents: [{name, include, init_profile}], settings:
-    /// [{key, value, origin, overridden}], rules: [{kind, what, origin}]}`;
-    /// an origin is `{file, line, column}` or `{profile, line}`.
+    /// [{key, value, origin, overridden}], rules: [{kind, what, origin}]}`
+    /// (an `[omit]` entry's with `left_out: [...]`, what it took out); an
+    /// origin is `{file, line, column}` or `{profile, line}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -34,7 +37,24 @@ pub struct Args {
 pub fn exec(a: Args) -> Result<()> {
     let (main, load) = manifest_and_options(a.manifest.as_deref(), &a.vars)?;
     let loaded = composer::manifest::load(&main, &load)?;
-    let config = composer::manifest::config::view(&loaded)?;
+    let mut config = composer::manifest::config::view(&loaded)?;
+    // What each [omit] entry took out, from the lowering a build does; the
+    // configuration is shown without it when lowering fails (a kernel
+    // without modules here, say), with a note.
+    if !a.files && config.rules.iter().any(|r| r.kind.starts_with("[omit]")) {
+        match pipeline::manifest_spec(
+            &main,
+            &load,
+            &Overrides::default(),
+            &Environment::current(),
+            None,
+        ) {
+            Ok(spec) => config.note_omitted(&spec.omitted),
+            Err(e) => ui::note(&format!(
+                "what [omit] takes out is not shown: the image could not be resolved: {e}"
+            )),
+        }
+    }
     if a.files {
         return ui::print(&config.files_text());
     }

@@ -578,7 +578,11 @@ pub(super) fn add_all(
                     continue;
                 }
                 if let Some(o) = omits.firmware(fw) {
-                    if !left_out.iter().any(|x: &Omitted| x.name == fw) {
+                    // Said only of firmware the root has (what the image
+                    // would have held).
+                    if !left_out.iter().any(|x: &Omitted| x.name == fw)
+                        && fw_search.find(&root, fw).is_some()
+                    {
                         left_out.push(Omitted {
                             kind: OmittedKind::Firmware,
                             name: fw.to_string(),

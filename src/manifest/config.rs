@@ -40,6 +40,9 @@ pub struct Rule {
     /// What it names, in short: `src = "/usr/bin/busybox"`, `"ext4"`.
     pub what: String,
     pub origin: Origin,
+    /// For an `[omit]` entry: what it took out of the image (`module
+    /// floppy`, `/usr/bin/btrfs`), when the configuration was also lowered.
+    pub left_out: Vec<String>,
 }
 
 pub struct Config {
@@ -148,6 +151,7 @@ fn walk(doc: &Doc, root: &Node, settings: &mut Vec<Setting>, rules: &mut Vec<Rul
                         kind: format!("[[{key}]]"),
                         what: summary(item),
                         origin: doc.origin(item.pos),
+                        left_out: Vec::new(),
                     });
                 }
             }
@@ -157,6 +161,7 @@ fn walk(doc: &Doc, root: &Node, settings: &mut Vec<Setting>, rules: &mut Vec<Rul
                         kind: key.clone(),
                         what: render(item),
                         origin: doc.origin(item.pos),
+                        left_out: Vec::new(),
                     });
                 }
             }
@@ -173,6 +178,7 @@ fn walk(doc: &Doc, root: &Node, settings: &mut Vec<Setting>, rules: &mut Vec<Rul
                                 kind: format!("[{key}] {field}"),
                                 what: render(item),
                                 origin: doc.origin(item.pos),
+                                left_out: Vec::new(),
                             });
                         }
                     } else {
@@ -227,6 +233,20 @@ pub fn view(loaded: &Loaded) -> Result<Config> {
 }
 
 impl Config {
+    /// Notes on each `[omit]` entry what it took out of the image (the
+    /// build's record of omissions).
+    pub fn note_omitted(&mut self, omitted: &[crate::spec::Omitted]) {
+        for r in &mut self.rules {
+            for o in omitted.iter().filter(|o| o.by == r.origin) {
+                r.left_out.push(match o.kind {
+                    crate::spec::OmittedKind::Module => format!("module {}", o.name),
+                    crate::spec::OmittedKind::Firmware => format!("firmware {}", o.name),
+                    crate::spec::OmittedKind::File => format!("/{}", o.name),
+                });
+            }
+        }
+    }
+
     /// The documents' names, in the order read, a line each.
     pub fn files_text(&self) -> String {
         let mut out = String::new();
@@ -280,13 +300,23 @@ impl Config {
         }
         let _ = writeln!(out, "\n# Rules (those of every document add up):");
         for r in &self.rules {
-            let _ = writeln!(out, "#   {} {}    ({})", r.kind, r.what, r.origin);
+            let _ = write!(out, "#   {} {}    ({})", r.kind, r.what, r.origin);
+            if !r.left_out.is_empty() {
+                let shown: Vec<&str> = r.left_out.iter().take(5).map(String::as_str).collect();
+                let more = match r.left_out.len() - shown.len() {
+                    0 => String::new(),
+                    n => format!(" and {n} more"),
+                };
+                let _ = write!(out, "; left out: {}{more}", shown.join(", "));
+            }
+            let _ = writeln!(out);
         }
         out
     }
 
     /// `{documents: [{name, include, init_profile}], settings: [{key,
-    /// value, origin, overridden}], rules: [{kind, what, origin}]}`.
+    /// value, origin, overridden}], rules: [{kind, what, origin}]}`; an
+    /// `[omit]` entry's rule also has `left_out: [...]`.
     pub fn json(&self) -> serde_json::Value {
         let origin = crate::why::origin_json;
         serde_json::json!({
@@ -301,11 +331,17 @@ impl Config {
                 "origin": origin(&s.origin),
                 "overridden": s.overridden,
             })).collect::<Vec<_>>(),
-            "rules": self.rules.iter().map(|r| serde_json::json!({
-                "kind": r.kind,
-                "what": r.what,
-                "origin": origin(&r.origin),
-            })).collect::<Vec<_>>(),
+            "rules": self.rules.iter().map(|r| {
+                let mut v = serde_json::json!({
+                    "kind": r.kind,
+                    "what": r.what,
+                    "origin": origin(&r.origin),
+                });
+                if r.kind.starts_with("[omit]") {
+                    v["left_out"] = serde_json::json!(r.left_out);
+                }
+                v
+            }).collect::<Vec<_>>(),
         })
     }
 }
