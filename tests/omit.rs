@@ -357,3 +357,43 @@ fn the_books_omit_example_builds() {
     );
     assert!(paths.len() < generic.len(), "nothing was left out");
 }
+
+/// A module the generic profile has the init load from the start (ext4), left out: not
+/// in the image, and not in the list the init loads (a name modprobe could not find).
+#[test]
+fn an_omitted_module_is_not_in_the_inits_load_list() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let generic = support::generic_image(&kernel, "shell");
+    assert!(support::modules_load(&generic).iter().any(|m| m == "ext4"));
+    let dir = Scratch::new("omit-load-list");
+    let m = dir.join("initrd.toml");
+    fs::write(
+        &m,
+        "include = [\"generic\"]\ninit = \"shell\"\n\n[omit]\nmodules = [\"ext4\"]\n",
+    )
+    .unwrap();
+    let image = dir.join("initrd.img");
+    support::run_ok(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&m)
+            .arg("-o")
+            .arg(&image),
+    );
+    let paths = support::image_paths(&image);
+    // ext4 was the list's only name: the list is empty, so not written.
+    if paths
+        .iter()
+        .any(|p| p == "etc/modules-load.d/composer.conf")
+    {
+        let load = support::modules_load(&image);
+        assert!(!load.iter().any(|m| m == "ext4"), "{load:?}");
+    }
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.ends_with("/ext4.ko") || p.contains("/ext4.ko.")),
+        "ext4 is in the image"
+    );
+}

@@ -470,10 +470,14 @@ pub(super) fn add_all(
             }
         }
     }
-    // The names rules with `load = true` selected, for the init to load.
+    // The names rules with `load = true` selected, for the init to load
+    // (not those an omission took out: the image has no file for them).
     for r in reqs.iter().filter(|r| r.load) {
         if let What::Name(q) = &r.what {
-            if !load_list.contains(q) {
+            let name = crate::resolve::kmod::normalize_modname(q);
+            let relpath = tree.module(&name).map_or("", |m| m.relpath.as_str());
+            let out = omitted(r, &name, relpath).is_some() && !sel.contains(&name);
+            if !out && !load_list.contains(q) {
                 load_list.push(q.clone());
             }
         }
