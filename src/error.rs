@@ -120,6 +120,15 @@ impl Error {
     }
 }
 
+/// A list for a message: its first five names, and how many more.
+pub fn shorten(names: &[String]) -> String {
+    if names.len() <= 5 {
+        names.join(", ")
+    } else {
+        format!("{} and {} more", names[..5].join(", "), names.len() - 5)
+    }
+}
+
 /// A non-fatal finding that is printed but does not stop the build.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {

@@ -15,7 +15,7 @@ use crate::glob::Separator;
 use super::item::{Added, FileModes};
 use crate::cache::{cache_dir, store};
 use crate::entry::{Kind, Origin};
-use crate::error::{Error, Result, Warning};
+use crate::error::{shorten, Error, Result, Warning};
 use crate::manifest::de::Spanned;
 use crate::manifest::load::{expand, Doc, Loaded};
 use crate::resolve::kmod::depmod::{self, Depmod, ModFile};
@@ -741,14 +741,6 @@ fn loads_all(tree: &ModuleTree, list: &[String], image: &[&str]) -> bool {
 }
 
 /// At most five names, then how many more.
-fn shorten(names: &[String]) -> String {
-    if names.len() <= 5 {
-        names.join(", ")
-    } else {
-        format!("{} and {} more", names[..5].join(", "), names.len() - 5)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

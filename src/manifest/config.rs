@@ -302,12 +302,7 @@ impl Config {
         for r in &self.rules {
             let _ = write!(out, "#   {} {}    ({})", r.kind, r.what, r.origin);
             if !r.left_out.is_empty() {
-                let shown: Vec<&str> = r.left_out.iter().take(5).map(String::as_str).collect();
-                let more = match r.left_out.len() - shown.len() {
-                    0 => String::new(),
-                    n => format!(" and {n} more"),
-                };
-                let _ = write!(out, "; left out: {}{more}", shown.join(", "));
+                let _ = write!(out, "; left out: {}", crate::error::shorten(&r.left_out));
             }
             let _ = writeln!(out);
         }

@@ -560,7 +560,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
                 format!(
                     "init = \"systemd\": the root `{}` lacks what the systemd init needs: {}",
                     root.display(),
-                    some_of(&missing)
+                    crate::error::shorten(&missing)
                 ),
             )
             .with_hint(format!(
@@ -740,15 +740,6 @@ fn systemd_lacks(root: &Path, profile: &Path) -> Result<Vec<String>> {
     Ok(missing)
 }
 
-/// `missing` for messages: the first five, and how many more.
-fn some_of(missing: &[String]) -> String {
-    let shown: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
-    match missing.len() - shown.len() {
-        0 => shown.join(", "),
-        n => format!("{} and {n} more", shown.join(", ")),
-    }
-}
-
 /// How to get what the systemd init needs.
 const SYSTEMD_INIT_NEEDS: &str =
     "install them into the root (udevadm and systemd-udevd are in Debian's udev package)";
@@ -770,7 +761,7 @@ fn auto_init(root: &Path, profile: &Path) -> Result<(InitSpec, String)> {
             InitSpec::Shell,
             format!(
                 "init = \"auto\": the shell init, as the root has systemd but not all the systemd init needs: {}; for the systemd init, {SYSTEMD_INIT_NEEDS}",
-                some_of(&missing)
+                crate::error::shorten(&missing)
             ),
         ),
     })
