@@ -7,11 +7,14 @@ use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::sysroot::{Sysroot, WalkError};
+use super::sysroot::{usr_twin, Sysroot, WalkError};
 
 pub struct Root {
     path: PathBuf,
     sys: RefCell<Sysroot>,
+    /// Whether `/lib` is a directory of its own (a root whose /usr is not
+    /// merged), read once.
+    split_usr: std::cell::OnceCell<bool>,
 }
 
 impl std::fmt::Debug for Root {
@@ -26,6 +29,7 @@ impl Root {
         Root {
             sys: RefCell::new(Sysroot::new(&path)),
             path,
+            split_usr: std::cell::OnceCell::new(),
         }
     }
 
@@ -51,7 +55,35 @@ impl Root {
     /// at on its own, not cached (a manifest names most files once, and
     /// a cache entry for each would cost more than the file's entry), and
     /// only a symlink there is followed by a cached walk.
+    ///
+    /// On a root whose /usr is not merged (Debian's extracted roots, older
+    /// installs), a path under `/usr/lib`, `/usr/bin`, `/usr/sbin` the root
+    /// lacks is looked up at its twin outside /usr (`/lib/systemd/systemd`
+    /// for `/usr/lib/systemd/systemd`) and the other way round: the image is
+    /// merged, so the two name the same file there.
     pub fn resolve(&self, inside: &Path, follow_last: bool) -> io::Result<PathBuf> {
+        let host = self.resolve_exact(inside, follow_last)?;
+        if std::fs::symlink_metadata(&host).is_ok() || !self.split_usr() {
+            return Ok(host);
+        }
+        let Some(twin) = usr_twin(inside) else {
+            return Ok(host);
+        };
+        match self.resolve_exact(&twin, follow_last) {
+            Ok(t) if std::fs::symlink_metadata(&t).is_ok() => Ok(t),
+            _ => Ok(host),
+        }
+    }
+
+    /// True when the root keeps `/lib` apart from `/usr/lib`.
+    pub fn split_usr(&self) -> bool {
+        *self.split_usr.get_or_init(|| {
+            std::fs::symlink_metadata(self.path.join("lib")).is_ok_and(|m| m.is_dir())
+                && std::fs::symlink_metadata(self.path.join("usr/lib")).is_ok_and(|m| m.is_dir())
+        })
+    }
+
+    fn resolve_exact(&self, inside: &Path, follow_last: bool) -> io::Result<PathBuf> {
         let mut sys = self.sys.borrow_mut();
         let (dir, last) = match (inside.parent(), inside.file_name()) {
             (Some(parent), Some(name)) => (parent, Some(name)),
@@ -116,6 +148,50 @@ mod tests {
         );
         symlink("loop", r.join("loop")).unwrap();
         assert!(root.resolve(Path::new("/loop"), true).is_err());
+    }
+
+    /// A root whose /usr is not merged: a /usr path it lacks is found at
+    /// its twin outside /usr and the other way round; a merged root, or a
+    /// path the root has, is looked up as written.
+    #[test]
+    fn an_unmerged_roots_files_are_found_across_the_usr_split() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        std::fs::create_dir_all(r.join("lib/systemd")).unwrap();
+        std::fs::create_dir_all(r.join("usr/lib/systemd")).unwrap();
+        std::fs::create_dir_all(r.join("usr/bin")).unwrap();
+        std::fs::create_dir_all(r.join("bin")).unwrap();
+        std::fs::write(r.join("lib/systemd/systemd"), b"s").unwrap();
+        std::fs::write(r.join("usr/lib/systemd/both"), b"usr").unwrap();
+        std::fs::write(r.join("lib/systemd/both"), b"lib").unwrap();
+        std::fs::write(r.join("usr/bin/env"), b"e").unwrap();
+        let root = Root::new(r);
+        assert!(root.split_usr());
+        let at = |p: &str| root.resolve(Path::new(p), true).unwrap();
+        assert_eq!(
+            at("/usr/lib/systemd/systemd"),
+            r.join("lib/systemd/systemd")
+        );
+        assert_eq!(at("/usr/lib/systemd/both"), r.join("usr/lib/systemd/both"));
+        assert_eq!(at("/lib/systemd/both"), r.join("lib/systemd/both"));
+        assert_eq!(at("/bin/env"), r.join("usr/bin/env"));
+        assert_eq!(at("/usr/lib/systemd/none"), r.join("usr/lib/systemd/none"));
+        assert_eq!(at("/etc/x"), r.join("etc/x"));
+        assert_eq!(usr_twin(Path::new("/usr/lib")), None);
+        assert_eq!(usr_twin(Path::new("/usr/share/x")), None);
+
+        let merged = tempfile::tempdir().unwrap();
+        let m = merged.path();
+        std::fs::create_dir_all(m.join("usr/lib")).unwrap();
+        symlink("usr/lib", m.join("lib")).unwrap();
+        std::fs::create_dir_all(m.join("sbin")).unwrap();
+        std::fs::write(m.join("sbin/only"), b"x").unwrap();
+        let root = Root::new(m);
+        assert!(!root.split_usr());
+        assert_eq!(
+            root.resolve(Path::new("/usr/sbin/only"), true).unwrap(),
+            m.join("usr/sbin/only")
+        );
     }
 
     /// A link whose target is not in the root resolves to a path that is not

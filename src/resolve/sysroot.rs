@@ -309,6 +309,26 @@ fn push_components(todo: &mut Vec<Vec<u8>>, path: &Path) {
     todo[start..].reverse();
 }
 
+/// The path's twin across the /usr merge: `/usr/lib/x` and `/lib/x`,
+/// `/usr/bin/x` and `/bin/x`, `/usr/sbin/x` and `/sbin/x`, `/usr/lib64/x`
+/// and `/lib64/x`.
+pub fn usr_twin(inside: &Path) -> Option<PathBuf> {
+    const DIRS: [&str; 4] = ["lib", "bin", "sbin", "lib64"];
+    let rel = inside.strip_prefix("/").ok()?;
+    let mut parts = rel.components();
+    let first = parts.next()?.as_os_str();
+    if first == "usr" {
+        let second = parts.next()?.as_os_str();
+        let rest = parts.as_path();
+        (DIRS.iter().any(|d| second == *d) && !rest.as_os_str().is_empty())
+            .then(|| Path::new("/").join(second).join(rest))
+    } else {
+        let rest = parts.as_path();
+        (DIRS.iter().any(|d| first == *d) && !rest.as_os_str().is_empty())
+            .then(|| Path::new("/usr").join(first).join(rest))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

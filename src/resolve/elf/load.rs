@@ -18,7 +18,7 @@ use super::model::{
 };
 use super::parse::{self, Abi, Elf, HeadFile, DF_1_NODEFLIB};
 use super::search;
-use crate::resolve::sysroot::{Node, Sysroot, Walk};
+use crate::resolve::sysroot::{usr_twin, Node, Sysroot, Walk};
 
 /// How many `#!` interpreters may be stacked (the kernel allows 4 levels).
 const MAX_SCRIPT_DEPTH: usize = 4;
@@ -296,7 +296,15 @@ impl<'o> Loader<'o> {
     fn locate_program(&mut self, name: &Path) -> Result<PathBuf, Fail> {
         let bytes = name.as_os_str().as_bytes();
         if bytes.contains(&b'/') {
-            return Ok(Path::new("/").join(name));
+            // A root whose /usr is not merged keeps `/usr/lib/systemd/systemd`
+            // at `/lib/systemd/systemd`: the same file in the merged image.
+            let path = Path::new("/").join(name);
+            if self.sys.walk(&path).is_err() {
+                if let Some(twin) = usr_twin(&path).filter(|t| self.sys.walk(t).is_ok()) {
+                    return Ok(twin);
+                }
+            }
+            return Ok(path);
         }
         let mut searched = Vec::new();
         for dir in &self.opts.search_path {
