@@ -9,6 +9,7 @@
 //! brings up the root's stack. The library returns values and warnings
 //! and never prints: the `composer` binary does.
 
+pub mod arch;
 pub mod boot_check;
 pub mod bytes;
 pub mod cache;

@@ -92,9 +92,21 @@ pub struct ImageSpec {
     pub omitted: Vec<Omitted>,
     /// For `init = "auto"`: which init it chose, and why.
     pub init_choice: Option<String>,
+    /// The architecture a manifest's image is for (None for a list).
+    pub arch: Option<TargetArch>,
     /// Files composer made for the image (concatenated microcode), kept
     /// until the image is written.
     pub(crate) _scratch: Option<tempfile::TempDir>,
+}
+
+/// The architecture an image is built for, and what the documents asked
+/// for that it leaves out.
+#[derive(Clone, Debug)]
+pub struct TargetArch {
+    pub arch: crate::arch::Arch,
+    /// One line each: `profile generic, line 12: [early] microcode (x86
+    /// CPUs only)`.
+    pub left_out: Vec<String>,
 }
 
 /// What kind of thing an `[omit]` took out.
@@ -131,6 +143,8 @@ pub struct BootTarget {
     pub hostonly: bool,
     /// What the manifest says of a unified kernel image.
     pub uki: UkiConfig,
+    /// The architecture the image is for (its root's).
+    pub arch: crate::arch::Arch,
 }
 
 /// A unified kernel image as the manifest describes it (`[image] uki`,
@@ -164,6 +178,7 @@ impl ImageSpec {
             target: None,
             omitted: Vec::new(),
             init_choice: None,
+            arch: None,
             _scratch: None,
         }
     }

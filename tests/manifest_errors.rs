@@ -670,6 +670,19 @@ dir:
         ("a.yaml", 3, 1),
         &["a manifest is one YAML document"],
     ),
+    case(
+        "an architecture composer does not know",
+        &[(
+            "a.toml",
+            r#"[[module]]
+names = ["ext4"]
+arch = ["x86_64", "aarch46"]
+"#,
+        )],
+        ("a.toml", 3, 19),
+        &["`aarch46` is not an architecture composer knows"],
+    )
+    .hint("did you mean `aarch64`?"),
     // --- the environment ---------------------------------------------------------
     Case {
         name: "source-date-epoch without SOURCE_DATE_EPOCH",

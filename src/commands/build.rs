@@ -230,8 +230,31 @@ pub fn exec(a: Args) -> Result<()> {
             ui::note(why);
         }
     }
+    if let Some(t) = &spec.arch {
+        arch_notes(t);
+    }
     ui::build_summary(&out, &report, entries, segments, started.elapsed());
     Ok(())
+}
+
+/// The architecture the image is for when it is not this machine's, and
+/// what the documents asked for that it leaves out (always for another
+/// architecture's image, else with -v).
+fn arch_notes(t: &composer::spec::TargetArch) {
+    let host = composer::arch::Arch::host();
+    let foreign = t.arch != host;
+    if foreign {
+        ui::note(&format!(
+            "built for {}, the root's architecture (this machine is {}); none of the root's programs was run",
+            t.arch.name(),
+            host.name()
+        ));
+    }
+    if foreign || ui::verbose() {
+        for l in &t.left_out {
+            ui::note(&format!("left out for {}: {l}", t.arch.name()));
+        }
+    }
 }
 
 /// Plans and writes `spec` to `out`, checked first when `check` says

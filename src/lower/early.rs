@@ -382,6 +382,9 @@ pub(super) fn gather(
             early.acpi_dir = Some(host_path(doc, loaded, &root, p)?);
         }
     }
+    // Microcode the kernel loads from the initrd is x86's alone
+    // (`modules::left_out_by_arch` tells the build so).
+    early.microcode &= loaded.arch.is_x86();
     if !(early.microcode || early.acpi) {
         return Ok(None);
     }

@@ -911,12 +911,17 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         max_size: loaded.max_size.clone(),
         omitted: lowered.omitted,
         init_choice: loaded.init_choice.clone(),
+        arch: Some(crate::spec::TargetArch {
+            arch: loaded.arch,
+            left_out: modules::left_out_by_arch(loaded)?,
+        }),
         target: Some(crate::spec::BootTarget {
             root: loaded.root.clone(),
             kver: loaded.vars.get("kver").cloned().unwrap_or_default(),
             kmoddir: loaded.kmoddir.clone(),
             hostonly: stack::from_root(loaded),
             uki: loaded.uki.clone(),
+            arch: loaded.arch,
         }),
         _scratch: scratch,
     })

@@ -78,6 +78,9 @@ pub struct Loaded {
     pub output: PathBuf,
     /// `[image] uki` and `[uki]`, files resolved.
     pub uki: crate::spec::UkiConfig,
+    /// The architecture the image is for: its root's (that of the root's
+    /// programs), else this machine's.
+    pub arch: crate::arch::Arch,
 }
 
 impl Loaded {
@@ -676,6 +679,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     uki.devicetree = devicetree;
     uki.sign_key = sign_key;
     uki.sign_cert = sign_cert;
+    let arch = crate::arch::Arch::of_root(&root).unwrap_or_else(crate::arch::Arch::host);
     Ok(Loaded {
         docs: loader.docs,
         vars: loader.vars,
@@ -689,6 +693,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         init_choice,
         output,
         uki,
+        arch,
     })
 }
 

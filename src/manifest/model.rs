@@ -575,6 +575,12 @@ pub struct ModuleRule {
     pub optional: bool,
     /// Take the firmware files the selected modules ask for (default true).
     pub firmware: Option<bool>,
+    /// Only for images of these architectures, as `uname -m` names them
+    /// (`x86_64`, `aarch64`, `riscv64`, ...) or as Debian does (`amd64`,
+    /// `arm64`); the image's architecture is its root's. Default: every
+    /// architecture.
+    #[serde(default)]
+    pub arch: Vec<Spanned<String>>,
 }
 
 /// Firmware of the included modules.

@@ -28,7 +28,7 @@ mod fields;
 mod load;
 mod model;
 pub(crate) mod parse;
-mod search;
+pub(crate) mod search;
 
 pub use dlopen::{parse_note, DlopenDep, DlopenLevel, Priority};
 pub(crate) use fields::Fields;
