@@ -134,6 +134,10 @@ pub fn image(data: &[u8]) {
             ..InspectOptions::default()
         },
         InspectOptions {
+            arch: true,
+            ..InspectOptions::default()
+        },
+        InspectOptions {
             only: vec!["usr/bin".into(), "**/*.ko".into()],
             ..InspectOptions::default()
         },

@@ -108,6 +108,30 @@ pub(super) fn report_for(
     }))
 }
 
+/// The stack judged is this machine's: an image of another architecture
+/// (an aarch64 image on an x86_64 host) cannot boot it, and no verdict on it
+/// would mean anything. Refused, naming both.
+fn same_machine(image: &composer::image::Image) -> Result<()> {
+    let census = composer::image::arch::census(image)?;
+    let host = composer::arch::Arch::host();
+    match census.main() {
+        Some(a) if a != host => Err(Error::usage(format!(
+            "{}: the image is for {} and this machine is {}: check-boot judges an image against \
+             the stack of the machine it runs on",
+            image.name,
+            a.name(),
+            host.name()
+        ))
+        .with_hint(format!(
+            "run check-boot on the image's own machine ({}), or boot the image under \
+             emulation (qemu-system-{})",
+            a.name(),
+            a.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The running kernel's release (`uname -r`).
 fn running_release() -> Option<String> {
     let text = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
@@ -119,6 +143,7 @@ pub fn exec(a: Args) -> Result<()> {
     if let Some(e) = image.fault_error() {
         return Err(e);
     }
+    same_machine(&image)?;
     let kver = match &a.kver {
         Some(k) => k.clone(),
         None => {

@@ -22,6 +22,9 @@ pub struct InspectOptions {
     /// Only the segments: range, compression, sizes.
     pub segments: bool,
     pub json: bool,
+    /// Only the image's architecture: that of its ELF files, with their
+    /// counts.
+    pub arch: bool,
     /// Only the entries these select (empty: all): a path selects itself
     /// and what is below it, a glob the names it matches.
     pub only: Vec<String>,
@@ -94,10 +97,15 @@ pub fn render(image: &Image, opts: &InspectOptions) -> Result<String> {
     let filter = Filter::new(&opts.only)?;
     let shown = |e: &RawEntry| filter.as_ref().is_none_or(|f| f.takes(e.path()));
     if opts.json {
-        let mut s = serde_json::to_string_pretty(&json(image, opts, &shown))
+        let census = super::arch::census(image)?;
+        let mut s = serde_json::to_string_pretty(&json(image, opts, &shown, &census))
             .map_err(|e| crate::error::Error::usage(format!("internal error: {e}")))?;
         s.push('\n');
         return Ok(s);
+    }
+    if opts.arch {
+        let census = super::arch::census(image)?;
+        return Ok(format!("{}\n", census.describe()));
     }
     let mut out = String::new();
     if let Some(uki) = &image.uki {
@@ -251,7 +259,18 @@ struct JsonImage<'a> {
     /// The unified kernel image the initrd is in.
     #[serde(skip_serializing_if = "Option::is_none")]
     uki: Option<&'a crate::uki::Info>,
+    /// The architecture most of its ELF files are for (`aarch64`).
+    architecture: Option<String>,
+    /// Every architecture its ELF files are for, with their counts.
+    architectures: Vec<JsonArch>,
     segments: Vec<JsonSegment>,
+}
+
+#[derive(Serialize)]
+struct JsonArch {
+    name: String,
+    programs: usize,
+    modules: usize,
 }
 
 #[derive(Serialize)]
@@ -336,6 +355,7 @@ fn json<'a>(
     image: &'a Image,
     opts: &InspectOptions,
     shown: &dyn Fn(&RawEntry) -> bool,
+    census: &crate::arch::Census,
 ) -> JsonImage<'a> {
     let segments = image
         .segments
@@ -383,6 +403,16 @@ fn json<'a>(
         image: &image.name,
         size: image.len(),
         uki: image.uki.as_ref(),
+        architecture: census.main().map(|a| a.name()),
+        architectures: census
+            .all()
+            .into_iter()
+            .map(|a| JsonArch {
+                name: a.name(),
+                programs: census.programs.get(&a).copied().unwrap_or(0),
+                modules: census.modules.get(&a).copied().unwrap_or(0),
+            })
+            .collect(),
         segments,
     }
 }

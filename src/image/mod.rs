@@ -20,6 +20,7 @@
 //! stays bounded by the entries' names and headers, whatever the data
 //! decompresses to, and time is linear in it.
 
+pub mod arch;
 pub mod cat;
 pub mod diff;
 pub mod inspect;
