@@ -93,13 +93,14 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
             .stub
             .clone()
             .or_else(|| m.stub.clone())
-            .unwrap_or_else(|| composer::uki::default_stub(&target.root)),
+            .unwrap_or_else(|| composer::uki::default_stub(&target.root, target.arch)),
         kernel,
         cmdline,
         osrel: composer::uki::root_osrel(&target.root),
         uname: target.kver.clone(),
         splash: a.splash.clone().or_else(|| m.splash.clone()),
         devicetree: a.devicetree.clone().or_else(|| m.devicetree.clone()),
+        arch: Some(target.arch),
     })
 }
 

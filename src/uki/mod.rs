@@ -9,6 +9,7 @@ pub mod sign;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use crate::arch::Arch;
 use crate::error::{Error, Result};
 use crate::resolve::root::Root;
 
@@ -118,20 +119,78 @@ pub struct Parts {
     pub uname: String,
     pub splash: Option<PathBuf>,
     pub devicetree: Option<PathBuf>,
+    /// The architecture of the image's programs, when known: the stub and
+    /// the kernel must be EFI programs of it.
+    pub arch: Option<Arch>,
 }
 
-/// The stub's name for this machine's architecture.
-fn stub_name() -> &'static str {
-    if cfg!(target_arch = "aarch64") {
-        "linuxaa64.efi.stub"
-    } else {
-        "linuxx64.efi.stub"
+/// Where the root keeps systemd's stub for `arch` (Debian's
+/// systemd-boot-efi: `linuxx64.efi.stub`, `linuxaa64.efi.stub`), links
+/// followed inside the root.
+pub fn default_stub(root: &Path, arch: Arch) -> PathBuf {
+    let name = arch.efi_stub().unwrap_or("linuxx64.efi.stub");
+    let inside = Path::new("/usr/lib/systemd/boot/efi").join(name);
+    Root::new(root)
+        .resolve(&inside, true)
+        .unwrap_or_else(|_| root.join(inside.strip_prefix("/").unwrap_or(&inside)))
+}
+
+/// The PE machine type of an EFI program, or of an x86 bzImage without
+/// one (amd64).
+fn machine_of(what: &str, path: &Path, bytes: &[u8]) -> Result<u16> {
+    if let Some(m) = pe::machine(bytes) {
+        return Ok(m);
     }
+    if bytes.get(0x202..0x206) == Some(b"HdrS".as_slice()) {
+        return Ok(crate::arch::PE_AMD64);
+    }
+    Err(Error::usage(format!(
+        "the {what} `{}` is neither an x86 bzImage nor an EFI program",
+        path.display()
+    ))
+    .with_hint(if what == "kernel" {
+        "name the kernel image (vmlinuz) with --kernel"
+    } else {
+        "give systemd's EFI stub (Debian: systemd-boot-efi) with --stub"
+    }))
 }
 
-/// Where the root keeps systemd's stub (Debian's systemd-boot-efi).
-pub fn default_stub(root: &Path) -> PathBuf {
-    root.join("usr/lib/systemd/boot/efi").join(stub_name())
+/// The stub, the kernel and the image are for one machine: a stub of
+/// another architecture cannot start the kernel, and a kernel of another
+/// architecture cannot run the image's programs.
+fn check_machines(parts: &Parts, stub: &[u8], kernel: &[u8]) -> Result<()> {
+    let s = machine_of("EFI stub", &parts.stub, stub)?;
+    let k = machine_of("kernel", &parts.kernel, kernel)?;
+    if s != k {
+        let wanted = Arch::from_name(&crate::arch::pe_machine_name(k))
+            .and_then(|a| a.efi_stub())
+            .unwrap_or("the stub of the kernel's architecture");
+        return Err(Error::usage(format!(
+            "the EFI stub `{}` is for {} and the kernel `{}` for {}",
+            parts.stub.display(),
+            crate::arch::pe_machine_name(s),
+            parts.kernel.display(),
+            crate::arch::pe_machine_name(k)
+        ))
+        .with_hint(format!(
+            "give the kernel's architecture's stub with --stub ({wanted})"
+        )));
+    }
+    if let Some(a) = parts.arch {
+        if a.pe_machine().is_some_and(|m| m != k) {
+            return Err(Error::usage(format!(
+                "the kernel `{}` is for {} and the image's programs for {}",
+                parts.kernel.display(),
+                crate::arch::pe_machine_name(k),
+                a.name()
+            ))
+            .with_hint(format!(
+                "name a kernel for {} with --kernel, or build from a root of the kernel's architecture",
+                a.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The root's os-release (`/etc/os-release`, else `/usr/lib/os-release`),
@@ -163,13 +222,7 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
         &parts.kernel,
         "name the kernel image with --kernel",
     )?;
-    if kernel.get(0x202..0x206) != Some(b"HdrS".as_slice()) && pe::sections(&kernel).is_err() {
-        return Err(Error::usage(format!(
-            "the kernel `{}` is neither an x86 bzImage nor an EFI program",
-            parts.kernel.display()
-        ))
-        .with_hint("name the kernel image (vmlinuz) with --kernel"));
-    }
+    check_machines(parts, &stub, &kernel)?;
     let splash = match &parts.splash {
         Some(p) => Some(read_part("splash", p, "give a BMP image")?),
         None => None,
@@ -197,8 +250,9 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
     add.push((".initrd", initrd));
     add.push((".linux", &kernel));
     pe::append_sections(&stub, &add).map_err(|e| {
-        Error::usage(format!("the EFI stub `{}`: {e}", parts.stub.display()))
-            .with_hint("give systemd's linuxx64.efi.stub with --stub")
+        Error::usage(format!("the EFI stub `{}`: {e}", parts.stub.display())).with_hint(
+            "give systemd's EFI stub (linuxx64.efi.stub, linuxaa64.efi.stub) with --stub",
+        )
     })
 }
 
@@ -251,6 +305,57 @@ mod tests {
         let (_t, f) = file_of(b"MZ and nothing else");
         let e = read(&f, 19, "mz.bin").unwrap_err().to_string();
         assert!(e.contains("mz.bin: not a PE file"), "{e}");
+    }
+
+    /// The stub, the kernel and the image's programs must be of one machine.
+    #[test]
+    fn a_stub_and_kernel_of_other_machines_are_refused() {
+        let x64 = pe::tiny_pe(0x400);
+        assert_eq!(pe::machine(&x64), Some(crate::arch::PE_AMD64));
+        let mut aa64 = x64.clone();
+        let at = u32::from_le_bytes(aa64[0x3c..0x40].try_into().unwrap()) as usize;
+        aa64[at + 4..at + 6].copy_from_slice(&crate::arch::PE_ARM64.to_le_bytes());
+        assert_eq!(pe::machine(&aa64), Some(crate::arch::PE_ARM64));
+        assert_eq!(pe::machine(b"MZ, and nothing after"), None);
+        let parts = |arch: Option<Arch>| Parts {
+            stub: "linuxx64.efi.stub".into(),
+            kernel: "vmlinuz-arm64".into(),
+            cmdline: String::new(),
+            osrel: None,
+            uname: String::new(),
+            splash: None,
+            devicetree: None,
+            arch,
+        };
+        let e = check_machines(&parts(None), &x64, &aa64).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "the EFI stub `linuxx64.efi.stub` is for x86_64 and the kernel `vmlinuz-arm64` for aarch64"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.hint().unwrap().contains("linuxaa64.efi.stub"),
+            "{:?}",
+            e.hint()
+        );
+        check_machines(&parts(Some(Arch::AARCH64)), &aa64, &aa64).unwrap();
+        let e = check_machines(&parts(Some(Arch::X86_64)), &aa64, &aa64).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is for aarch64 and the image's programs for x86_64"),
+            "{e}"
+        );
+        // An x86 bzImage without an EFI stub counts as x86_64; anything else is refused.
+        let mut bz = vec![0u8; 0x300];
+        bz[0x202..0x206].copy_from_slice(b"HdrS");
+        check_machines(&parts(Some(Arch::X86_64)), &x64, &bz).unwrap();
+        let e = check_machines(&parts(None), &x64, b"not a kernel").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("neither an x86 bzImage nor an EFI program"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -102,6 +102,18 @@ fn headers(head: &[u8]) -> Result<Headers, String> {
     })
 }
 
+/// The machine type (IMAGE_FILE_MACHINE_*) of a PE file whose first bytes
+/// (its headers) are `head`; None for anything else.
+pub fn machine(head: &[u8]) -> Option<u16> {
+    let dos = pe::ImageDosHeader::parse(head).ok()?;
+    let at = dos.nt_headers_offset() as usize;
+    if head.get(at..at + 4)? != b"PE\0\0" {
+        return None;
+    }
+    let m = head.get(at + 4..at + 6)?;
+    Some(u16::from_le_bytes([m[0], m[1]]))
+}
+
 /// The sections of the PE file whose first bytes (at least its headers;
 /// [`HEADERS_READ`] is enough for an EFI program) are `head`.
 pub fn sections(head: &[u8]) -> Result<Vec<Section>, String> {
