@@ -25,6 +25,7 @@ mod check_boot;
 mod check_matrix;
 mod cli;
 mod composition;
+mod cross_arch;
 mod deb_package;
 mod elf_boot;
 mod elf_ldd;

@@ -587,8 +587,14 @@ pub fn module_name(path: &str) -> String {
 /// `B/lib/modules/<version>/` holds `modules.dep`, `modules.softdep`, ... and a `kernel`
 /// symlink to the package's module files. (Debian 12's kmod has no `depmod -o`.)
 pub fn debian_kernel_depmod(kernel: &DebianKernel) -> Option<PathBuf> {
+    depmod_tree(kernel, &format!("depmod-{}", kernel.version))
+}
+
+/// [`debian_kernel_depmod`] into the asset `name` (name it after the tree's own asset:
+/// the result links to the tree's files).
+pub fn depmod_tree(kernel: &DebianKernel, name: &str) -> Option<PathBuf> {
     let depmod = require_tool("depmod", "kmod")?;
-    cached_asset(&format!("depmod-{}", kernel.version), |tmp| {
+    cached_asset(name, |tmp| {
         let src = kernel.modules_dir();
         let dst = tmp.join("lib/modules").join(&kernel.version);
         fs::create_dir_all(&dst).map_err(|e| e.to_string())?;
@@ -765,6 +771,28 @@ pub struct BootOptions {
     /// kernel, image and command line come from the network (the caller's DHCP and
     /// TFTP servers), and the kernel and image given are not used.
     pub netboot: bool,
+    /// The machine emulated (default a PC).
+    pub guest: Guest,
+}
+
+/// The machine a guest is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Guest {
+    /// qemu-system-x86_64's PC (q35 with UEFI), console ttyS0.
+    #[default]
+    Pc,
+    /// qemu-system-aarch64's `-M virt`, console ttyAMA0; UEFI is AAVMF.
+    Arm64Virt,
+}
+
+impl Guest {
+    /// The qemu binary and the Debian package it is in.
+    pub fn qemu(self) -> (&'static str, &'static str) {
+        match self {
+            Guest::Pc => ("qemu-system-x86_64", "qemu-system-x86"),
+            Guest::Arm64Virt => ("qemu-system-aarch64", "qemu-system-arm"),
+        }
+    }
 }
 
 /// OVMF for a UEFI boot (Debian's ovmf package).
@@ -794,6 +822,7 @@ impl Default for BootOptions {
             cpu: "max".into(),
             netns: None,
             netboot: false,
+            guest: Guest::Pc,
         }
     }
 }
@@ -890,7 +919,8 @@ pub fn qemu_boot(kernel: &DebianKernel, initrd: &Path, timeout: Duration) -> Str
 
 /// [`qemu_boot`] with more control. Panics if qemu cannot be started.
 pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) -> BootResult {
-    let qemu = find_tool("qemu-system-x86_64").expect("qemu-system-x86_64 not found");
+    let qemu = find_tool(opts.guest.qemu().0)
+        .unwrap_or_else(|| panic!("{} not found", opts.guest.qemu().0));
     // At most two busy guests at once: TCG runs each on one core, and more slow each
     // other past their timeouts. Guests that mostly wait for an answer have two slots
     // of their own.
@@ -901,7 +931,11 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
         .and_then(|s| s.parse::<u64>().ok())
         .map(Duration::from_secs)
         .unwrap_or(opts.timeout);
-    let mut append = String::from("console=ttyS0 rdinit=/init panic=-1 quiet");
+    let console = match opts.guest {
+        Guest::Pc => "ttyS0",
+        Guest::Arm64Virt => "ttyAMA0",
+    };
+    let mut append = format!("console={console} rdinit=/init panic=-1 quiet");
     if !opts.extra_append.is_empty() {
         append.push(' ');
         append.push_str(&opts.extra_append);
@@ -916,6 +950,9 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     };
     cmd.args(["-accel", "tcg", "-cpu", &opts.cpu, "-smp", "1", "-m"])
         .arg(opts.memory_mib.to_string());
+    if opts.guest == Guest::Arm64Virt {
+        cmd.args(["-machine", "virt"]);
+    }
     match &opts.uefi {
         None if opts.netboot => {
             cmd.args(["-boot", "n"]);
@@ -929,7 +966,9 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
                 .arg(&append);
         }
         Some(u) => {
-            cmd.args(["-machine", if u.secure { "q35,smm=on" } else { "q35" }]);
+            if opts.guest == Guest::Pc {
+                cmd.args(["-machine", if u.secure { "q35,smm=on" } else { "q35" }]);
+            }
             if u.secure {
                 cmd.args(["-global", "driver=cfi.pflash01,property=secure,value=on"]);
             }
