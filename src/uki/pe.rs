@@ -45,6 +45,9 @@ struct Headers {
     section_alignment: u32,
     file_alignment: u32,
     size_of_headers: u32,
+    /// The certificate table's size (the data directory's): non-zero for a
+    /// signed program.
+    certificates: u32,
 }
 
 // Offsets of fields inside the PE32+ optional header.
@@ -60,8 +63,11 @@ fn headers(head: &[u8]) -> Result<Headers, String> {
     let dos = pe::ImageDosHeader::parse(head).map_err(|e| format!("not a PE file ({e})"))?;
     let nt_at = dos.nt_headers_offset() as usize;
     let mut offset = nt_at as u64;
-    let (nt, _) = ImageNtHeaders64::parse(head, &mut offset)
+    let (nt, directories) = ImageNtHeaders64::parse(head, &mut offset)
         .map_err(|e| format!("not a 64-bit EFI program ({e})"))?;
+    let certificates = directories
+        .get(pe::IMAGE_DIRECTORY_ENTRY_SECURITY)
+        .map_or(0, |d| d.size.get(object::LittleEndian));
     let table = nt
         .sections(head, offset)
         .map_err(|e| format!("a broken section table ({e})"))?;
@@ -99,6 +105,7 @@ fn headers(head: &[u8]) -> Result<Headers, String> {
         section_alignment: opt.section_alignment(),
         file_alignment: opt.file_alignment(),
         size_of_headers: opt.size_of_headers(),
+        certificates,
     })
 }
 
@@ -164,6 +171,26 @@ pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, St
                 "an alignment of {a} bytes, which is not a valid PE alignment"
             ));
         }
+    }
+    if h.raw_end > stub.len() as u64 {
+        let last = h
+            .sections
+            .iter()
+            .max_by_key(|s| u64::from(s.offset) + u64::from(s.size))
+            .map_or("?", |s| s.name.as_str());
+        return Err(format!(
+            "it is cut short: its sections' data runs to byte {} (the `{last}` section), \
+             past its end at byte {}",
+            h.raw_end,
+            stub.len()
+        ));
+    }
+    if h.certificates != 0 {
+        return Err(
+            "it is signed (it has a certificate table): the signature would not cover the \
+             sections added, and would go stale"
+                .to_string(),
+        );
     }
     for (name, _) in add {
         if name.is_empty() || name.len() > 8 {
@@ -361,6 +388,28 @@ mod tests {
         assert!(e.contains("already has a `.linux` section"), "{e}");
         let e = append_sections(&stub, &[(".toolongname", b"x")]).unwrap_err();
         assert!(e.contains("not a PE section name"), "{e}");
+    }
+
+    /// A stub cut short (its sections' data past its end) and a signed one (a
+    /// certificate table) are refused before anything is appended.
+    #[test]
+    fn a_cut_or_signed_stub_is_refused() {
+        let stub = tiny_pe(0x400);
+        let e = append_sections(&stub[..0x500], &[(".linux", b"k")]).unwrap_err();
+        assert!(
+            e.contains("cut short: its sections' data runs to byte 1536 (the `.text` section), past its end at byte 1280"),
+            "{e}"
+        );
+        let mut signed = tiny_pe(0x400);
+        let dir = 0x98 + 112 + 4 * 8;
+        put_u32(&mut signed, dir, 0x600);
+        put_u32(&mut signed, dir + 4, 0x100);
+        signed.resize(0x700, 0);
+        let e = append_sections(&signed, &[(".linux", b"k")]).unwrap_err();
+        assert!(
+            e.contains("it is signed (it has a certificate table)"),
+            "{e}"
+        );
     }
 
     #[test]
