@@ -160,6 +160,7 @@ pub struct UkiConfig {
     pub devicetree: Option<std::path::PathBuf>,
     pub sign_key: Option<std::path::PathBuf>,
     pub sign_cert: Option<std::path::PathBuf>,
+    pub sign_passphrase_file: Option<std::path::PathBuf>,
 }
 
 impl ImageSpec {

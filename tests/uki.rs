@@ -254,15 +254,15 @@ fn a_signed_uki_passes_sbverify_and_secure_boot_starts_only_it() {
     let root = &roots[0];
     let dir = Scratch::new("uki-signed");
     // Debian's OVMF test key, enrolled in its snakeoil variable store; its PEM is
-    // encrypted with the password the package documents.
-    let key = dir.join("snakeoil.key");
-    support::run_ok(
-        Command::new("openssl")
-            .args(["rsa", "-passin", "pass:snakeoil", "-in"])
-            .arg(Path::new(SNAKEOIL).join("PkKek-1-snakeoil.key"))
-            .arg("-out")
-            .arg(&key),
+    // encrypted with the passphrase the package documents, which composer reads
+    // from a file.
+    let key = Path::new(SNAKEOIL).join("PkKek-1-snakeoil.key");
+    assert!(
+        fs::read_to_string(&key).unwrap().contains("ENCRYPTED"),
+        "the snakeoil key is not encrypted"
     );
+    let passphrase = dir.join("passphrase");
+    fs::write(&passphrase, "snakeoil\n").unwrap();
     let cert = Path::new(SNAKEOIL).join("PkKek-1-snakeoil.pem");
     let cmdline = format!("console=ttyS0 root={} panic=-1", root.root_arg);
     let signed = build_uki(
@@ -275,6 +275,8 @@ fn a_signed_uki_passes_sbverify_and_secure_boot_starts_only_it() {
             key.to_str().unwrap(),
             "--sign-cert",
             cert.to_str().unwrap(),
+            "--sign-passphrase-file",
+            passphrase.to_str().unwrap(),
         ],
     );
     let unsigned = build_uki(&kernel, &dir, "unsigned", &cmdline, &[]);
@@ -454,4 +456,159 @@ fn a_uki_holding_a_secret_is_private_even_over_a_wider_file() {
         let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).unwrap();
         assert!(doc["uki"]["sections"].is_array(), "not a UKI: {doc}");
     }
+}
+
+/// An encrypted signing key whose passphrase is wrong, or missing off a terminal, is
+/// refused before anything is built: the message says which, exit status 2, and the
+/// UKI already at the output is left as it was.
+#[test]
+fn a_wrong_or_missing_passphrase_signs_and_installs_nothing() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if uefi_env().is_none() {
+        return;
+    }
+    let dir = Scratch::new("uki-passphrase");
+    let manifest = dir.join("uki.toml");
+    fs::write(&manifest, "init = \"shell\"\nmodules = [\"virtio_blk\"]\n").unwrap();
+    let key = Path::new(SNAKEOIL).join("PkKek-1-snakeoil.key");
+    let cert = Path::new(SNAKEOIL).join("PkKek-1-snakeoil.pem");
+    let wrong = dir.join("wrong");
+    fs::write(&wrong, "not-the-passphrase\n").unwrap();
+    let out = dir.join("linux.efi");
+    fs::write(&out, b"the UKI installed before").unwrap();
+    let sign = |extra: &[&std::ffi::OsStr]| {
+        support::run(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&manifest)
+                .args(["--uki", "--kernel"])
+                .arg(&kernel.vmlinuz)
+                .args(["--cmdline", "root=/dev/vda", "--sign-key"])
+                .arg(&key)
+                .arg("--sign-cert")
+                .arg(&cert)
+                .args(extra)
+                .arg("-o")
+                .arg(&out)
+                .stdin(std::process::Stdio::null()),
+        )
+    };
+    let o = sign(&["--sign-passphrase-file".as_ref(), wrong.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the passphrase does not open the signing key"),
+        "{err}"
+    );
+    assert!(!err.contains("composer: wrote"), "it built: {err}");
+    let o = sign(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is encrypted, and there is no passphrase to open it"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
+    let left: Vec<_> = fs::read_dir(&*dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".composer-"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// A stub cut short (the first 3,000 bytes of systemd's), a signed stub and a
+/// kernel that is neither a bzImage nor an EFI program are refused by name, and no
+/// output is written; unsigned UKIs of the same inputs with SOURCE_DATE_EPOCH are
+/// byte-identical.
+#[test]
+fn broken_inputs_are_refused_and_unsigned_ukis_are_reproducible() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(stub) = uefi_env() else {
+        return;
+    };
+    let dir = Scratch::new("uki-inputs");
+    let manifest = dir.join("uki.toml");
+    fs::write(&manifest, "init = \"shell\"\nmodules = [\"virtio_blk\"]\n").unwrap();
+    let build = |stub: &Path, kernel_image: &Path, out: &Path| {
+        support::run(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&manifest)
+                .args(["--uki", "--stub"])
+                .arg(stub)
+                .arg("--kernel")
+                .arg(kernel_image)
+                .args(["--cmdline", "root=/dev/vda"])
+                .env("SOURCE_DATE_EPOCH", "1700000000")
+                .arg("-o")
+                .arg(out),
+        )
+    };
+    let stub_bytes = fs::read(&stub).unwrap();
+    let cut = dir.join("cut.stub");
+    fs::write(&cut, &stub_bytes[..3000]).unwrap();
+    let out = dir.join("never.efi");
+    let o = build(&cut, &kernel.vmlinuz, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cut.stub`: it is cut short"), "{err}");
+    assert!(!out.exists());
+
+    // The stub signed with the snakeoil key: a certificate table.
+    let passphrase = dir.join("passphrase");
+    fs::write(&passphrase, "snakeoil\n").unwrap();
+    let plain_key = dir.join("plain.key");
+    support::run_ok(
+        Command::new("openssl")
+            .args(["pkey", "-passin"])
+            .arg(format!("file:{}", passphrase.display()))
+            .arg("-in")
+            .arg(Path::new(SNAKEOIL).join("PkKek-1-snakeoil.key"))
+            .arg("-out")
+            .arg(&plain_key),
+    );
+    let signed = dir.join("signed.stub");
+    support::run_ok(
+        Command::new("sbsign")
+            .arg("--key")
+            .arg(&plain_key)
+            .arg("--cert")
+            .arg(Path::new(SNAKEOIL).join("PkKek-1-snakeoil.pem"))
+            .arg("--output")
+            .arg(&signed)
+            .arg(&stub),
+    );
+    let o = build(&signed, &kernel.vmlinuz, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("it is signed (it has a certificate table)"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    let not_kernel = dir.join("vmlinuz-text");
+    fs::write(&not_kernel, "#!/bin/sh\necho not a kernel\n").unwrap();
+    fs::write(&out, b"kept").unwrap();
+    let o = build(&stub, &not_kernel, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is neither an x86 bzImage nor an EFI program"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&out).unwrap(), b"kept");
+
+    let (a, b) = (dir.join("a.efi"), dir.join("b.efi"));
+    for p in [&a, &b] {
+        let o = build(&stub, &kernel.vmlinuz, p);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(
+        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
+        "two UKIs of the same inputs differ"
+    );
 }

@@ -50,7 +50,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Build an archive from a manifest (TOML or YAML) or a gen_init_cpio list.
-    Build(build::Args),
+    Build(Box<build::Args>),
     /// Load and resolve a manifest without writing anything.
     Check(check::Args),
     /// Print the configuration a build reads: its documents in order, every
@@ -102,7 +102,7 @@ pub fn exec(cli: Cli) -> Result<()> {
     ui::set_quiet(cli.quiet);
     ui::set_verbose(cli.verbose);
     match cli.command {
-        Command::Build(a) => build::exec(a),
+        Command::Build(a) => build::exec(*a),
         Command::Check(a) => check::exec(a),
         Command::Config(a) => config::exec(a),
         Command::ExportList(a) => export_list::exec(a),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use composer::error::{Error, Result};
 use composer::resolve::root::Root;
 use composer::spec::{BootTarget, ImageSpec};
+use composer::uki::sign::SigningKey;
 use composer::uki::Parts;
 use composer::write::{BeforeCommit, BuildReport, Output};
 
@@ -36,6 +37,35 @@ pub struct UkiArgs {
     /// With --uki: the certificate (PEM) of --sign-key.
     #[arg(long, value_name = "CERT", requires_all = ["uki", "sign_key"])]
     pub sign_cert: Option<PathBuf>,
+    /// With --uki: the file whose first line is the passphrase of an
+    /// encrypted --sign-key (without it, openssl asks on the terminal).
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    pub sign_passphrase_file: Option<PathBuf>,
+    /// With --uki: an initrd to put before the image in the UKI's `.initrd`
+    /// (CPU microcode, as kernel-install passes it), in the order given;
+    /// repeatable.
+    #[arg(long = "initrd", value_name = "FILE", requires = "uki")]
+    pub initrds: Vec<PathBuf>,
+}
+
+/// The largest initrd given with --initrd.
+const GIVEN_INITRD_LIMIT: u64 = 512 << 20;
+
+/// The initrds given with --initrd, each padded to four bytes (where the
+/// kernel looks for the next archive's header): what goes before the image
+/// in the UKI's `.initrd`, as ukify concatenates them. Read before the
+/// image is built, so that a missing one costs no build.
+fn given_initrds(given: &[PathBuf]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for g in given {
+        let bytes = composer::io::read_regular(g, GIVEN_INITRD_LIMIT).map_err(|e| {
+            Error::usage(format!("the initrd `{}`: {e}", g.display()))
+                .with_hint("--initrd takes an initrd file (a cpio archive, CPU microcode)")
+        })?;
+        out.extend_from_slice(&bytes);
+        out.resize(out.len().next_multiple_of(4), 0);
+    }
+    Ok(out)
 }
 
 /// The root's kernel image for `kver`, links followed inside the root.
@@ -104,13 +134,21 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
     })
 }
 
-/// The key and certificate to sign with: the options', else the manifest's.
-fn signing(a: &UkiArgs, target: &BootTarget) -> Result<Option<(PathBuf, PathBuf)>> {
+/// The key and certificate to sign with: the options', else the manifest's;
+/// the key opened (decrypted, for an encrypted one) before anything is built.
+fn signing(a: &UkiArgs, target: &BootTarget) -> Result<Option<(SigningKey, PathBuf)>> {
     let m = &target.uki;
     let key = a.sign_key.clone().or_else(|| m.sign_key.clone());
     let cert = a.sign_cert.clone().or_else(|| m.sign_cert.clone());
+    let passphrase = a
+        .sign_passphrase_file
+        .clone()
+        .or_else(|| m.sign_passphrase_file.clone());
     match (key, cert) {
-        (Some(k), Some(c)) => Ok(Some((k, c))),
+        (Some(k), Some(c)) => Ok(Some((
+            composer::uki::sign::open_key(&k, passphrase.as_deref())?,
+            c,
+        ))),
         (None, None) => Ok(None),
         _ => Err(Error::usage(
             "a UKI is signed with a key and its certificate, and only one is given",
@@ -137,6 +175,7 @@ pub fn build(
     })?;
     let parts = parts(a, target, cmdline)?;
     let sign = signing(a, target)?;
+    let given = given_initrds(&a.initrds)?;
     // The image, in an anonymous file; the output is not touched yet.
     let file = tempfile::tempfile().map_err(|e| Error::io("a temporary file for the image", e))?;
     let kept = file
@@ -146,9 +185,12 @@ pub fn build(
     let mut report =
         composer::pipeline::build_checked(spec, Output::stream(file, &name), false, before)?;
     let len = kept.metadata().map_err(|e| Error::io(&name, e))?.len();
-    let mut initrd = vec![0u8; len as usize];
-    let got = composer::io::read_full_at(&kept, &mut initrd, 0).map_err(|e| Error::io(&name, e))?;
-    initrd.truncate(got);
+    let mut initrd = given;
+    let at = initrd.len();
+    initrd.resize(at + len as usize, 0);
+    let got =
+        composer::io::read_full_at(&kept, &mut initrd[at..], 0).map_err(|e| Error::io(&name, e))?;
+    initrd.truncate(at + got);
     let mut uki = composer::uki::assemble(&parts, &initrd)?;
     if let Some((key, cert)) = &sign {
         uki = composer::uki::sign::sign(&uki, key, cert)?;

@@ -597,7 +597,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut output = PathBuf::from("/boot/initrd.img-${kver}");
     let mut uki = crate::spec::UkiConfig::default();
     // `[uki]` files: (the manifest's directory, the path) until the root is known.
-    let mut uki_files: [Option<(PathBuf, String)>; 6] = Default::default();
+    let mut uki_files: [Option<(PathBuf, String)>; 7] = Default::default();
     for doc in &loader.docs {
         let m = &doc.manifest;
         if let Some(u) = &m.uki {
@@ -614,6 +614,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
                 &v.devicetree,
                 &v.sign_key,
                 &v.sign_cert,
+                &v.sign_passphrase_file,
             ];
             for (slot, f) in uki_files.iter_mut().zip(files) {
                 if let Some(text) = x(f)? {
@@ -664,21 +665,23 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         output
     };
     let output = root.join(output.strip_prefix("/").unwrap_or(&output));
-    let [stub, kernel, splash, devicetree, sign_key, sign_cert] = uki_files.map(|f| {
-        f.map(|(dir, text)| {
-            let p = PathBuf::from(text);
-            match p.strip_prefix("/") {
-                Ok(inside) => root.join(inside),
-                Err(_) => dir.join(p),
-            }
-        })
-    });
+    let [stub, kernel, splash, devicetree, sign_key, sign_cert, sign_passphrase_file] = uki_files
+        .map(|f| {
+            f.map(|(dir, text)| {
+                let p = PathBuf::from(text);
+                match p.strip_prefix("/") {
+                    Ok(inside) => root.join(inside),
+                    Err(_) => dir.join(p),
+                }
+            })
+        });
     uki.stub = stub;
     uki.kernel = kernel;
     uki.splash = splash;
     uki.devicetree = devicetree;
     uki.sign_key = sign_key;
     uki.sign_cert = sign_cert;
+    uki.sign_passphrase_file = sign_passphrase_file;
     let arch = crate::arch::Arch::of_root(&root).unwrap_or_else(crate::arch::Arch::host);
     Ok(Loaded {
         docs: loader.docs,

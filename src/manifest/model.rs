@@ -145,6 +145,10 @@ pub struct UkiSettings {
     /// The certificate (PEM) of `sign_key`.
     #[serde(default)]
     pub sign_cert: Option<String>,
+    /// The file whose first line is the passphrase of an encrypted
+    /// `sign_key` (without it, openssl asks on the terminal).
+    #[serde(default)]
+    pub sign_passphrase_file: Option<String>,
 }
 
 /// `[console]`: the keymap and font loaded on the console before anything
