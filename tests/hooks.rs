@@ -328,6 +328,180 @@ fn kernel_install_uki_layout_installs_a_uki_and_remove_deletes_it() {
     assert!(!uki.exists(), "{} is still there", uki.display());
 }
 
+/// What the UKI tests of the plugin need: the stub, and a command line naming this
+/// machine's root (the hook checks the image against it); None after a skip.
+fn uki_install_env() -> Option<(DebianKernel, String)> {
+    if !support::generic_image_host() {
+        return None;
+    }
+    let kernel = kernel_install_env()?;
+    let stub = Path::new("/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    if !stub.is_file() {
+        let msg = "systemd's EFI stub is missing (Debian package systemd-boot-efi)";
+        assert!(!support::strict(), "{msg}");
+        support::skip(msg);
+        return None;
+    }
+    let Some(root) = crate::check_boot::virtio_root() else {
+        eprintln!("skipped: this machine's root is not on a virtio disk");
+        return None;
+    };
+    Some((kernel, format!("root={root}")))
+}
+
+/// The files under BOOT_ROOT/EFI/Linux.
+fn ukis(ki: &KernelInstall) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(ki.boot.join("EFI/Linux"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A microcode initrd as a distribution's package passes it to kernel-install: an
+/// uncompressed cpio with kernel/x86/microcode/GenuineIntel.bin (made by composer's
+/// gen_init_cpio drop-in).
+fn microcode_initrd(dir: &Path) -> PathBuf {
+    let blob = dir.join("GenuineIntel.bin");
+    fs::write(&blob, [0x5au8; 3000]).unwrap();
+    let list = dir.join("ucode.list");
+    fs::write(
+        &list,
+        format!(
+            "dir /kernel 0755 0 0\ndir /kernel/x86 0755 0 0\ndir /kernel/x86/microcode 0755 0 0\n\
+             file /kernel/x86/microcode/GenuineIntel.bin {} 0644 0 0\n",
+            blob.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("intel-ucode.img");
+    support::run_ok(
+        support::composer()
+            .args(["gen-init-cpio", "-t", "0", "-o"])
+            .arg(&out)
+            .arg(&list),
+    );
+    out
+}
+
+/// layout=uki with a microcode initrd given and /etc/kernel/tries: the UKI is named
+/// for boot counting (`+3`), its .initrd starts with the microcode, then composer's
+/// image; `remove` leaves nothing in EFI/Linux, whatever count of tries is left in
+/// the name.
+#[test]
+fn kernel_install_uki_takes_given_initrds_first_and_counts_tries() {
+    let Some((kernel, cmdline)) = uki_install_env() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-ki-uki-tries");
+    let mut ki = KernelInstall::new(&dir, &kernel, "layout=uki\n");
+    ki.args = format!("{} --cmdline {cmdline}", build_args(&kernel));
+    fs::write(ki.conf.join("tries"), "3\n").unwrap();
+    let ucode = microcode_initrd(&dir);
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+    ki.run(&["add", &kernel.version, vmlinuz, ucode.to_str().unwrap()]);
+    let name = format!("{MACHINE_ID}-{}+3.efi", kernel.version);
+    assert_eq!(ukis(&ki), std::slice::from_ref(&name));
+    let uki = ki.boot.join("EFI/Linux").join(&name);
+    let o = support::run_ok(support::composer().args(["inspect", "--json"]).arg(&uki));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let initrd = doc["uki"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == ".initrd")
+        .unwrap();
+    let bytes = fs::read(&uki).unwrap();
+    let at = initrd["offset"].as_u64().unwrap() as usize;
+    let ucode_bytes = fs::read(&ucode).unwrap();
+    assert_eq!(
+        &bytes[at..at + ucode_bytes.len()],
+        ucode_bytes.as_slice(),
+        "the UKI's .initrd does not start with the microcode"
+    );
+    assert_initrd(&uki, &kernel);
+    let list = support::run_ok(support::composer().arg("inspect").arg(&uki));
+    assert!(
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .any(|l| l == "kernel/x86/microcode/GenuineIntel.bin"),
+        "the microcode is not in the UKI's initrd"
+    );
+    // systemd-boot renamed it after a failed boot: +2-1.
+    fs::rename(
+        &uki,
+        ki.boot
+            .join("EFI/Linux")
+            .join(format!("{MACHINE_ID}-{}+2-1.efi", kernel.version)),
+    )
+    .unwrap();
+    ki.run(&["remove", &kernel.version]);
+    assert_eq!(ukis(&ki), Vec::<String>::new());
+
+    // Tries that are not a number: the plugin fails, nothing is installed.
+    fs::write(ki.conf.join("tries"), "three\n").unwrap();
+    let o = ki.try_run(&["add", &kernel.version, vmlinuz]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("holds \"three\", not a number of tries"),
+        "{o:?}"
+    );
+    assert_eq!(ukis(&ki), Vec::<String>::new());
+}
+
+/// With uki_generator= unset, systemd's 60-ukify.install (here a stand-in that records
+/// what it was given) builds the UKI when it is installed: composer stages the initrd
+/// for it and makes no UKI of its own. uki_generator=composer makes composer build it
+/// all the same.
+#[test]
+fn kernel_install_uki_is_left_to_ukify_unless_composer_is_named() {
+    let Some((kernel, cmdline)) = uki_install_env() else {
+        return;
+    };
+    let dir = Scratch::new("hooks-ki-ukify");
+    let seen = dir.join("ukify-saw");
+    let ukify = dir.join("60-ukify.install");
+    fs::write(
+        &ukify,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = add ] || exit 0\nls \"$KERNEL_INSTALL_STAGING_AREA\" >{}\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&ukify, fs::Permissions::from_mode(0o755)).unwrap();
+    let vmlinuz = kernel.vmlinuz.to_str().unwrap();
+
+    let mut ki = KernelInstall::new(&dir, &kernel, "layout=uki\n");
+    ki.args = format!("{} --cmdline {cmdline}", build_args(&kernel));
+    ki.between.push(ukify.clone());
+    ki.run(&["add", &kernel.version, vmlinuz]);
+    assert_eq!(
+        ukis(&ki),
+        Vec::<String>::new(),
+        "composer built a UKI for ukify's turn"
+    );
+    let staged = fs::read_to_string(&seen).unwrap();
+    assert!(
+        staged.lines().any(|l| l == "initrd"),
+        "nothing staged for ukify: {staged}"
+    );
+
+    fs::remove_file(&seen).unwrap();
+    let mut ki = KernelInstall::new(&dir, &kernel, "layout=uki\nuki_generator=composer\n");
+    ki.args = format!("{} --cmdline {cmdline}", build_args(&kernel));
+    ki.between.push(ukify);
+    ki.run(&["add", &kernel.version, vmlinuz]);
+    assert_eq!(ukis(&ki), [format!("{MACHINE_ID}-{}.efi", kernel.version)]);
+    ki.run(&["remove", &kernel.version]);
+    assert_eq!(ukis(&ki), Vec::<String>::new());
+}
+
 #[test]
 fn kernel_install_other_layout_writes_next_to_the_kernel_and_remove_deletes_it() {
     if !support::generic_image_host() {
