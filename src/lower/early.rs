@@ -383,7 +383,7 @@ pub(super) fn gather(
         }
     }
     // Microcode the kernel loads from the initrd is x86's alone
-    // (`modules::left_out_by_arch` tells the build so).
+    // (`arch::left_out_by_arch` tells the build so).
     early.microcode &= loaded.arch.is_x86();
     if !(early.microcode || early.acpi) {
         return Ok(None);

@@ -26,6 +26,7 @@
 //! `usr/bin/sh`), duplicates are merged or reported, missing parents are
 //! created, and the result is ordered.
 
+mod arch;
 mod binaries;
 mod coldplug;
 mod console;
@@ -913,7 +914,7 @@ pub fn lower(loaded: &mut Loaded, policy: Policy) -> Result<ImageSpec> {
         init_choice: loaded.init_choice.clone(),
         arch: Some(crate::spec::TargetArch {
             arch: loaded.arch,
-            left_out: modules::left_out_by_arch(loaded)?,
+            left_out: arch::left_out_by_arch(loaded)?,
         }),
         target: Some(crate::spec::BootTarget {
             root: loaded.root.clone(),
