@@ -69,12 +69,8 @@ pub fn open_key(key: &Path, passphrase: Option<&Path>) -> Result<SigningKey> {
             cmd.arg("-passin").arg(format!("file:{}", p.display()));
             cmd.stdin(std::process::Stdio::null());
         }
-        None if std::io::stdin().is_terminal() => {
-            eprintln!(
-                "composer: the signing key `{}` is encrypted; openssl asks for its passphrase",
-                key.display()
-            );
-        }
+        // openssl asks on the terminal ("Enter pass phrase for KEY:").
+        None if std::io::stdin().is_terminal() => {}
         None => {
             return Err(Error::usage(format!(
                 "the signing key `{}` is encrypted, and there is no passphrase to open it",
