@@ -612,3 +612,114 @@ fn broken_inputs_are_refused_and_unsigned_ukis_are_reproducible() {
         "two UKIs of the same inputs differ"
     );
 }
+
+/// The UKI's `.sbat` holds the stub's lines, composer's and the user's, the version
+/// line once and first (Debian's kernel has no `.sbat`); the stub's own section stays
+/// as `.sbat-0`; and `objdump -h` shows every section inside the file, aligned to the
+/// file alignment, none overlapping another in memory.
+#[test]
+fn the_ukis_sbat_merges_the_lines_and_no_section_overlaps() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    let Some(stub) = uefi_env() else {
+        return;
+    };
+    for (tool, pkg) in [("objdump", "binutils"), ("objcopy", "binutils")] {
+        if support::require_tool(tool, pkg).is_none() {
+            return;
+        }
+    }
+    let dir = Scratch::new("uki-sbat");
+    let extra = "site,1,Example Site,site-initrd,2,-";
+    let uki = build_uki(&kernel, &dir, "sbat", "root=/dev/vda", &["--sbat", extra]);
+    let sbat = dir.join("sbat.txt");
+    support::run_ok(
+        Command::new("objcopy")
+            .args(["-O", "binary", "--only-section=.sbat"])
+            .arg(&uki)
+            .arg(&sbat),
+    );
+    let text = fs::read_to_string(&sbat).unwrap();
+    let stub_sbat = dir.join("stub-sbat.txt");
+    support::run_ok(
+        Command::new("objcopy")
+            .args(["-O", "binary", "--only-section=.sbat"])
+            .arg(&stub)
+            .arg(&stub_sbat),
+    );
+    let theirs = fs::read_to_string(&stub_sbat).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("sbat,1,"), "{text}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("sbat,")).count(),
+        1,
+        "{text}"
+    );
+    for l in theirs
+        .trim_end_matches('\0')
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
+        assert!(
+            lines.contains(&l),
+            "the stub's `{l}` is not in the UKI's .sbat:\n{text}"
+        );
+    }
+    assert!(lines.iter().any(|l| l.starts_with("composer,1,")), "{text}");
+    assert_eq!(lines.last(), Some(&extra), "{text}");
+
+    let o = support::run_ok(Command::new("objdump").arg("-h").arg(&uki));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let len = fs::metadata(&uki).unwrap().len();
+    // "  6 .sbat-0  000000e2  0000000000019000  0000000000019000  00011000  2**2"
+    let mut sections: Vec<(String, u64, u64, u64)> = table
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 7 && f[0].parse::<u32>().is_ok()).then(|| {
+                let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+                (f[1].to_string(), hex(f[2]), hex(f[3]), hex(f[5]))
+            })
+        })
+        .collect();
+    let names: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
+    for want in [".sbat", ".sbat-0", ".initrd", ".linux", ".cmdline"] {
+        assert!(names.contains(&want), "no {want}: {names:?}");
+    }
+    for (name, size, _, off) in &sections {
+        assert!(off + size <= len, "{name} ends past the file:\n{table}");
+        assert_eq!(off % 512, 0, "{name} is not file-aligned:\n{table}");
+    }
+    sections.sort_by_key(|s| s.2);
+    for w in sections.windows(2) {
+        assert!(
+            w[0].2 + w[0].1 <= w[1].2,
+            "{} overlaps {} in memory:\n{table}",
+            w[0].0,
+            w[1].0
+        );
+    }
+    // A line that is not SBAT is refused.
+    let o = support::run(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(dir.join("uki.toml"))
+            .args(["--uki", "--kernel"])
+            .arg(&kernel.vmlinuz)
+            .args([
+                "--cmdline",
+                "root=/dev/vda",
+                "--sbat",
+                "not an sbat line",
+                "-o",
+            ])
+            .arg(dir.join("bad.efi")),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--sbat: `not an sbat line` has 1 field;"),
+        "{err}"
+    );
+    assert!(!dir.join("bad.efi").exists());
+}

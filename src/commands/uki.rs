@@ -41,6 +41,11 @@ pub struct UkiArgs {
     /// encrypted --sign-key (without it, openssl asks on the terminal).
     #[arg(long, value_name = "FILE", requires = "uki")]
     pub sign_passphrase_file: Option<PathBuf>,
+    /// With --uki: an SBAT line for the UKI's `.sbat`, after the stub's, the
+    /// kernel's, composer's and the manifest's (`@FILE`: the lines of a
+    /// file); repeatable.
+    #[arg(long = "sbat", value_name = "LINE", requires = "uki")]
+    pub sbat: Vec<String>,
     /// With --uki: an initrd to put before the image in the UKI's `.initrd`
     /// (CPU microcode, as kernel-install passes it), in the order given;
     /// repeatable.
@@ -131,7 +136,32 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
         splash: a.splash.clone().or_else(|| m.splash.clone()),
         devicetree: a.devicetree.clone().or_else(|| m.devicetree.clone()),
         arch: Some(target.arch),
+        sbat: sbat_lines(&m.sbat, &a.sbat)?,
     })
+}
+
+/// The SBAT lines to add: the manifest's, then the options' (`@FILE` read).
+fn sbat_lines(manifest: &[String], options: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = manifest.to_vec();
+    for o in options {
+        match o.strip_prefix('@') {
+            Some(file) => {
+                let bytes = composer::io::read_regular(Path::new(file), 64 << 10).map_err(|e| {
+                    Error::usage(format!("--sbat @{file}: {e}"))
+                        .with_hint("@FILE names a file of SBAT lines")
+                })?;
+                out.extend(
+                    String::from_utf8_lossy(&bytes)
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string),
+                );
+            }
+            None => out.push(o.clone()),
+        }
+    }
+    Ok(out)
 }
 
 /// The key and certificate to sign with: the options', else the manifest's;

@@ -624,6 +624,12 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             if let Some(c) = x(&v.cmdline)? {
                 uki.cmdline = Some(c);
             }
+            if let Some(lines) = &v.sbat {
+                uki.sbat = lines
+                    .iter()
+                    .map(|l| expand(l, u.pos, doc, &loader.vars))
+                    .collect::<Result<_>>()?;
+            }
         }
         if let Some(d) = &m.defaults {
             merge_defaults(&mut defaults, d);

@@ -149,6 +149,10 @@ pub struct UkiSettings {
     /// `sign_key` (without it, openssl asks on the terminal).
     #[serde(default)]
     pub sign_passphrase_file: Option<String>,
+    /// SBAT lines for the UKI's `.sbat`, after the stub's, the kernel's and
+    /// composer's (`name,generation,vendor,package,version,url`).
+    #[serde(default)]
+    pub sbat: Option<Vec<String>>,
 }
 
 /// `[console]`: the keymap and font loaded on the console before anything

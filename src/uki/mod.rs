@@ -4,6 +4,7 @@
 //! `inspect`, `extract`, `cat` and `verify` work on the initrd inside.
 
 pub mod pe;
+pub mod sbat;
 pub mod sign;
 
 use std::fs::File;
@@ -122,6 +123,8 @@ pub struct Parts {
     /// The architecture of the image's programs, when known: the stub and
     /// the kernel must be EFI programs of it.
     pub arch: Option<Arch>,
+    /// SBAT lines to add to the stub's, the kernel's and composer's.
+    pub sbat: Vec<String>,
 }
 
 /// Where the root keeps systemd's stub for `arch` (Debian's
@@ -134,6 +137,10 @@ pub fn default_stub(root: &Path, arch: Arch) -> PathBuf {
         .resolve(&inside, true)
         .unwrap_or_else(|_| root.join(inside.strip_prefix("/").unwrap_or(&inside)))
 }
+
+/// The name the stub's own `.sbat` section keeps in a UKI: its lines are in
+/// the UKI's merged `.sbat`.
+pub const STUB_SBAT: &str = ".sbat-0";
 
 /// The PE machine type of an EFI program, or of an x86 bzImage without
 /// one (amd64).
@@ -223,6 +230,16 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
         "name the kernel image with --kernel",
     )?;
     check_machines(parts, &stub, &kernel)?;
+    // One .sbat of the stub's, the kernel's, composer's and the user's lines;
+    // the stub's own section stays under another name, so shim reads one.
+    let sbat = sbat::merge(
+        pe::section_data(&stub, ".sbat"),
+        pe::section_data(&kernel, ".sbat"),
+        &parts.sbat,
+    )?;
+    let mut stub = stub;
+    pe::rename_section(&mut stub, ".sbat", STUB_SBAT)
+        .map_err(|e| Error::usage(format!("the EFI stub `{}`: {e}", parts.stub.display())))?;
     let splash = match &parts.splash {
         Some(p) => Some(read_part("splash", p, "give a BMP image")?),
         None => None,
@@ -236,6 +253,7 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
     let mut uname = parts.uname.clone().into_bytes();
     uname.push(0);
     let mut add: Vec<(&str, &[u8])> = Vec::new();
+    add.push((".sbat", sbat.as_bytes()));
     if let Some(o) = &parts.osrel {
         add.push((".osrel", o));
     }
@@ -326,6 +344,7 @@ mod tests {
             splash: None,
             devicetree: None,
             arch,
+            sbat: Vec::new(),
         };
         let e = check_machines(&parts(None), &x64, &aa64).unwrap_err();
         assert!(

@@ -121,6 +121,41 @@ pub fn machine(head: &[u8]) -> Option<u16> {
     Some(u16::from_le_bytes([m[0], m[1]]))
 }
 
+/// The bytes of section `name` of the PE file `pe` (as many as it maps);
+/// None when it has no such section, or its data is not in the file.
+pub fn section_data<'a>(pe: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let s = sections(&pe[..pe.len().min(HEADERS_READ)])
+        .ok()?
+        .into_iter()
+        .find(|s| s.name == name)?;
+    let at = s.offset as usize;
+    pe.get(at..at.checked_add(s.size as usize)?)
+}
+
+/// Renames section `from` of the PE file `pe` to `to` (1 to 8 bytes) in its
+/// section table; false when it has no such section. The data stays where
+/// it is; [`append_sections`] sets the checksum after.
+pub fn rename_section(pe: &mut [u8], from: &str, to: &str) -> Result<bool, String> {
+    if to.is_empty() || to.len() > 8 {
+        return Err(format!("`{to}` is not a PE section name (1 to 8 bytes)"));
+    }
+    let h = headers(&pe[..pe.len().min(HEADERS_READ)])?;
+    let first = h.table_end - h.sections.len() * SECTION_HEADER;
+    let Some(i) = h.sections.iter().position(|s| s.name == from) else {
+        return Ok(false);
+    };
+    if h.sections.iter().any(|s| s.name == to) {
+        return Err(format!("it already has a `{to}` section"));
+    }
+    let at = first + i * SECTION_HEADER;
+    let mut name = [0u8; 8];
+    name[..to.len()].copy_from_slice(to.as_bytes());
+    pe.get_mut(at..at + 8)
+        .ok_or("its section table is past its end")?
+        .copy_from_slice(&name);
+    Ok(true)
+}
+
 /// The sections of the PE file whose first bytes (at least its headers;
 /// [`HEADERS_READ`] is enough for an EFI program) are `head`.
 pub fn sections(head: &[u8]) -> Result<Vec<Section>, String> {
@@ -410,6 +445,18 @@ mod tests {
             e.contains("it is signed (it has a certificate table)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_section_is_read_and_renamed() {
+        let mut pe = append_sections(&tiny_pe(0x400), &[(".sbat", b"sbat,1,x\n")]).unwrap();
+        assert_eq!(section_data(&pe, ".sbat"), Some(&b"sbat,1,x\n"[..]));
+        assert_eq!(section_data(&pe, ".none"), None);
+        assert!(rename_section(&mut pe, ".sbat", ".sbat-0").unwrap());
+        assert!(!rename_section(&mut pe, ".sbat", ".sbat-0").unwrap());
+        assert_eq!(section_data(&pe, ".sbat-0"), Some(&b"sbat,1,x\n"[..]));
+        assert!(rename_section(&mut pe, ".text", ".sbat-0").is_err());
+        assert!(rename_section(&mut pe, ".text", "").is_err());
     }
 
     #[test]
