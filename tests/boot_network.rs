@@ -1197,12 +1197,14 @@ fn ssh_unlock(init: &'static str) {
 /// virtio disk), with a network card and no DHCP server (the card on an empty hub):
 /// the root is not held for the network. The image boots no later than the same image
 /// without ssh-unlock (generic + network) plus 2 s: the guest's clock when the root's
-/// init powers off (the kernel's `reboot: Power down`), the median of three rounds'
-/// differences. The guests run on an instruction-counted clock (`-icount shift=0,
-/// sleep=off`: one nanosecond an instruction, idle time skipped), so their times are
-/// what the guest did, not what the host's other work left them: a wait for DHCP
-/// shows as the seconds udhcpc waits, and the same boot takes the same time whatever
-/// else runs on the machine.
+/// init powers off (the kernel's `reboot: Power down`), in the round where the two
+/// are closest of three. The guests run on an instruction-counted clock (`-icount
+/// shift=0,sleep=off`: one nanosecond an instruction, idle time skipped), so their
+/// times are mostly what the guest did, not what the host's other work left them; but
+/// an idle guest waiting on the host (a disk read) skips ahead to its next timer, so a
+/// busy host still adds seconds to a round now and then (seen: 2.6 and 3.7 s in two
+/// rounds, 0.1 s in the third, on a loaded machine). A wait the profile adds (for
+/// DHCP, for the server) is in every round, and so in the closest one too.
 fn ssh_unlock_holds_no_local_root(init: &'static str) {
     let Some(env) = env(init) else {
         return;
@@ -1282,15 +1284,15 @@ fn ssh_unlock_holds_no_local_root(init: &'static str) {
     // and any wait it adds).
     let diffs: Vec<f64> = times[0].iter().zip(&times[1]).map(|(a, b)| a - b).collect();
     let (ssh, plain) = (median(times[0].clone()), median(times[1].clone()));
-    let diff = median(diffs.clone());
+    let diff = diffs.iter().copied().fold(f64::INFINITY, f64::min);
     eprintln!(
         "{init}: ssh-unlock {ssh:.1} s, network only {plain:.1} s (medians); \
-         differences by round {diffs:.1?}, median {diff:.1} s"
+         differences by round {diffs:.1?}, closest {diff:.1} s"
     );
     assert!(
         diff <= 2.0,
         "{init}: the ssh-unlock image reached its root {diff:.1} s after the image without it \
-         (median of the rounds' differences {diffs:.1?})"
+         in the closest of the rounds (differences {diffs:.1?})"
     );
 }
 
