@@ -323,7 +323,8 @@ fn an_arm64_image_holds_aarch64_programs_with_the_libraries_the_loader_loads() {
 
 /// The modules of a request are what kmod's `modprobe --show-depends` inserts for it
 /// on the arm64 tree (after the host's depmod reads the arm64 modules: the package
-/// ships no modules.dep, and extracting it ran no postinst).
+/// ships no modules.dep, and extracting it ran no postinst), and the generic image
+/// holds every module modprobe inserts for any of its own.
 #[test]
 fn an_arm64_images_modules_are_what_modprobe_inserts() {
     let Some(a) = arm64() else { return };
@@ -367,6 +368,32 @@ fn an_arm64_images_modules_are_what_modprobe_inserts() {
         .collect();
     assert!(theirs.len() > names.len(), "{theirs:?}");
     assert_eq!(ours, theirs);
+
+    // The generic image's modules are closed under what modprobe inserts for each.
+    let generic: BTreeSet<String> = entries(&generic(&a, "shell"))
+        .iter()
+        .map(|e| e.name_str())
+        .filter(|n| n.ends_with(".ko"))
+        .map(|n| support::module_name(&n))
+        .collect();
+    let out = support::run_ok(
+        Command::new("modprobe")
+            .arg("-d")
+            .arg(&depmod)
+            .args(["-S", &a.kernel.version, "-a", "--show-depends"])
+            .args(&generic),
+    );
+    let needed: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("insmod "))
+        .filter_map(|p| p.split_whitespace().next())
+        .map(support::module_name)
+        .collect();
+    let missing: Vec<&String> = needed.difference(&generic).collect();
+    assert!(
+        needed.len() >= generic.len() && missing.is_empty(),
+        "modprobe inserts modules the generic image lacks: {missing:?}"
+    );
 }
 
 /// No program of the root runs: the build execs nothing (strace sees one execve, the
