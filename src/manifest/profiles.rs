@@ -23,6 +23,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init-shell.toml"),
     ),
     ("storage.toml", include_str!("../../profiles/storage.toml")),
+    (
+        "image-roots.toml",
+        include_str!("../../profiles/image-roots.toml"),
+    ),
     ("network.toml", include_str!("../../profiles/network.toml")),
     (
         "ssh-unlock.toml",
@@ -79,6 +83,26 @@ const FILES: &[(&str, &str)] = &[
     (
         "init/composer-storage",
         include_str!("../../profiles/init/composer-storage"),
+    ),
+    (
+        "init/composer-image-roots",
+        include_str!("../../profiles/init/composer-image-roots"),
+    ),
+    (
+        "init/composer-image-generator",
+        include_str!("../../profiles/init/composer-image-generator"),
+    ),
+    (
+        "init/composer-live-root",
+        include_str!("../../profiles/init/composer-live-root"),
+    ),
+    (
+        "init/composer-live-root.service",
+        include_str!("../../profiles/init/composer-live-root.service"),
+    ),
+    (
+        "init/composer-overlayroot.service",
+        include_str!("../../profiles/init/composer-overlayroot.service"),
     ),
     (
         "init/composer-cmdline",
@@ -286,6 +310,8 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-net-root",
             "init/composer-ssh",
             "init/composer-unlock",
+            "init/composer-image-generator",
+            "init/composer-live-root",
         ],
         std::time::UNIX_EPOCH,
     )
