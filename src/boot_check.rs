@@ -24,6 +24,7 @@ use crate::stack::{Kind, LayerId, Stack};
 use std::collections::HashMap;
 use std::path::Path;
 
+mod image_roots;
 mod rules;
 
 /// One line of the verdict: a layer (or the init, or the command line),
@@ -563,14 +564,25 @@ pub fn check(inputs: &Inputs) -> Report {
     let stack = inputs.stack;
     let tree = inputs.tree;
     let mut checks = Vec::new();
-    let mut notes: Vec<String> = stack.notes.clone();
+    // A live root is a medium's image, not the running machine's stack.
+    let image_roots = image_roots::ImageRoots::of(inputs.cmdline);
+    let live = image_roots.live.is_some();
+    let mut notes: Vec<String> = if live {
+        Vec::new()
+    } else {
+        stack.notes.clone()
+    };
     let crypttab = inputs
         .crypttab
         .map(|t| crate::stack::parse_crypttab(t).0)
         .unwrap_or_default();
     let depth = depths(stack);
     let firmware = Firmware::new(inputs.root, &tree.kver);
-    let needs = crate::stack::needs(stack);
+    let needs = if live {
+        Vec::new()
+    } else {
+        crate::stack::needs(stack)
+    };
     let rules = rules::Rules::of(inputs.cmdline);
     // Bottom up: the disks first, the filesystem last.
     for need in needs.iter().rev() {
@@ -634,13 +646,20 @@ pub fn check(inputs: &Inputs) -> Report {
     }
     checks.push(c);
 
+    // The layers of an image-based root the command line asks for.
+    checks.extend(image_roots.checks(&names, tree));
+
     // The command line names the root the stack has.
     let top = stack
         .tops
         .iter()
         .copied()
         .find(|&t| matches!(&stack.layers[t].kind, Kind::Filesystem(f) if f.mountpoint == "/"));
-    match (cmdline_value(inputs.cmdline, "root"), top) {
+    let root_arg = cmdline_value(inputs.cmdline, "root");
+    match (root_arg, top) {
+        _ if image_roots.root_is_elsewhere(root_arg).is_some() => {
+            notes.extend(image_roots.root_is_elsewhere(root_arg));
+        }
         (Some(root), Some(top)) => {
             let mut c = Check::new(format!("root={root}"), 0);
             if names_root(root, stack, top) {

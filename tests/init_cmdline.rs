@@ -1,6 +1,6 @@
 //! The shell init's kernel command line, without booting a guest: its parser and pure
-//! functions (profiles/init: composer-cmdline, with composer-storage and
-//! composer-network sourced as /init sources them) run under busybox sh, driven by the
+//! functions (profiles/init: composer-cmdline, with composer-storage,
+//! composer-image-roots and composer-network sourced as /init sources them) run under busybox sh, driven by the
 //! table in `tests/init/cmdline.tsv` (a command line and the state it must produce, as
 //! dracut keeps in its TEST-98-GETARG). A row whose state changes fails; so does an
 //! option of the book's command line tables that no row uses.
@@ -73,6 +73,24 @@ const STATE: &[&str] = &[
     "forever",
     "action_boot",
     "action_unlock",
+    "ir_live",
+    "ir_live_dir",
+    "ir_live_img",
+    "ir_live_ram",
+    "ir_live_overlay",
+    "ir_overlayroot",
+    "ir_verity",
+    "ir_roothash",
+    "ir_root_data",
+    "ir_root_hash",
+    "ir_root_opts",
+    "ir_usrhash",
+    "ir_usr_data",
+    "ir_usr_hash",
+    "ir_usr_opts",
+    "verity_data",
+    "verity_hash",
+    "verity_flags",
 ];
 
 fn init_dir() -> PathBuf {
@@ -88,11 +106,18 @@ fn harness_script() -> String {
 say() { :; }
 . "$1/composer-storage"
 . "$1/composer-network"
+. "$1/composer-image-roots"
 . "$1/composer-cmdline"
 set +e
 nt_dir=$3
 parse_cmdline "$2"
+image_setup
 net_setup
+ir_verity_devices "$ir_roothash" "$ir_root_data" "$ir_root_hash"
+verity_data=$vdata
+verity_hash=$vhash
+ir_verity_flags "$ir_root_opts"
+verity_flags=$vflags
 dev_spec "$root"
 root_spec=$dspec
 storage_early "$root"
@@ -263,6 +288,7 @@ fn every_option_of_the_books_tables_is_in_the_table() {
     for (page, heading) in [
         ("booting.md", "## Kernel command line"),
         ("storage.md", "## The kernel command line"),
+        ("image-roots.md", "## The kernel command line"),
     ] {
         for option in book_options(page, heading) {
             // Options the kernel and kmod read, not the init.

@@ -40,6 +40,7 @@ mod golden;
 mod hooks;
 mod hostonly;
 mod hostonly_stack;
+mod image_roots;
 mod init_cmdline;
 mod inspect_diff;
 mod inspect_tools;

@@ -36,6 +36,24 @@ fn buildable(m: &Path) -> bool {
     !name.starts_with("busybox") || support::busybox_static().is_some()
 }
 
+/// The kernel arguments example `m` is built with: those that include the generic
+/// profile take kernel modules, and this host may have no module tree of its own: they
+/// are built for Debian's kernel (the boot tests' one).
+fn kernel_args(m: &Path) -> Vec<String> {
+    let text = fs::read_to_string(m).unwrap();
+    if !text.contains("generic") {
+        return Vec::new();
+    }
+    let kernel =
+        support::debian_kernel().expect("Debian's kernel, for an example of the generic profile");
+    vec![
+        "--kver".into(),
+        kernel.version.clone(),
+        "--kmoddir".into(),
+        kernel.modules_dir().display().to_string(),
+    ]
+}
+
 fn build(manifest: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
     let mut cmd = support::composer();
     cmd.arg("build")
@@ -58,14 +76,23 @@ fn every_example_builds_and_yaml_equals_toml() {
     let (mut pairs, mut tomls) = (0, 0);
     for m in all.iter().filter(|m| buildable(m)) {
         let name = m.file_name().unwrap().to_string_lossy().into_owned();
-        let bytes = build(m, &dir.join(format!("{name}.img")), &[]);
-        let entries = support::parse_newc(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(entries.len() > 5, "{name}: only {} entries", entries.len());
+        let kargs = kernel_args(m);
+        let kargs: Vec<&str> = kargs.iter().map(String::as_str).collect();
+        let bytes = build(m, &dir.join(format!("{name}.img")), &kargs);
+        // The generic profile's images are compressed segments: composer reads them.
+        let entries = if kargs.is_empty() {
+            support::parse_newc(&bytes)
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .len()
+        } else {
+            support::image_paths(&dir.join(format!("{name}.img"))).len()
+        };
+        assert!(entries > 5, "{name}: only {entries} entries");
         if m.extension().unwrap() == "toml" {
             tomls += 1;
             let yaml = m.with_extension("yaml");
             if yaml.exists() {
-                let other = build(&yaml, &dir.join(format!("{name}.yaml.img")), &[]);
+                let other = build(&yaml, &dir.join(format!("{name}.yaml.img")), &kargs);
                 assert!(
                     bytes == other,
                     "{} and its YAML form build different archives",
@@ -154,7 +181,12 @@ fn examples_validate_against_the_schema() {
 #[test]
 fn export_list_round_trips() {
     let dir = support::Scratch::new("export-list");
-    for m in examples().into_iter().filter(|m| buildable(m)) {
+    // The generic profile's examples build segments (early microcode, zstd), which a
+    // gen_init_cpio list has no words for: the round trip is of the others.
+    for m in examples()
+        .into_iter()
+        .filter(|m| buildable(m) && kernel_args(m).is_empty())
+    {
         let name = m.file_name().unwrap().to_string_lossy().into_owned();
         let list = dir.join(format!("{name}.list"));
         support::run_ok(

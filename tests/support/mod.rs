@@ -773,6 +773,9 @@ pub struct BootOptions {
     pub netboot: bool,
     /// The machine emulated (default a PC).
     pub guest: Guest,
+    /// When the console shows the first string, the second is sent to qemu's monitor
+    /// (`eject -f cd0`: a medium taken out while the guest runs), in order.
+    pub monitor: Vec<(String, String)>,
 }
 
 /// The machine a guest is.
@@ -823,6 +826,7 @@ impl Default for BootOptions {
             netns: None,
             netboot: false,
             guest: Guest::Pc,
+            monitor: Vec::new(),
         }
     }
 }
@@ -983,6 +987,13 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
                 .arg(format!("file={},format=raw,if=virtio", initrd.display()));
         }
     }
+    // The monitor, on a socket of its own when the test sends it commands.
+    let monitor_dir = (!opts.monitor.is_empty()).then(|| Scratch::new("qemu-monitor"));
+    let monitor_sock = monitor_dir.as_ref().map(|d| d.path().join("monitor.sock"));
+    let monitor_arg = match &monitor_sock {
+        Some(p) => format!("unix:{},server=on,wait=off", p.display()),
+        None => "none".into(),
+    };
     cmd.args([
         "-nographic",
         "-no-reboot",
@@ -990,8 +1001,8 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
         "-serial",
         "stdio",
         "-monitor",
-        "none",
     ])
+    .arg(&monitor_arg)
     .args(&opts.extra_args)
     .stdin(if opts.type_when.is_some() || !opts.answers.is_empty() {
         Stdio::piped()
@@ -1033,11 +1044,26 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
     // When the prompt of the next answer showed (its delay runs from then).
     let mut prompted: Option<Instant> = None;
     let mut typed = 0;
+    let mut monitor = opts.monitor.iter().peekable();
     loop {
         if child.try_wait().expect("waiting for qemu").is_some() {
             break;
         }
         let seen = String::from_utf8_lossy(&out_buf.lock().unwrap()).into_owned();
+        if let (Some((when, what)), Some(sock)) = (monitor.peek(), &monitor_sock) {
+            if seen.contains(when.as_str()) {
+                let mut m = std::os::unix::net::UnixStream::connect(sock)
+                    .unwrap_or_else(|e| panic!("qemu's monitor {}: {e}", sock.display()));
+                std::io::Write::write_all(&mut m, format!("{what}\n").as_bytes())
+                    .expect("writing to qemu's monitor");
+                // The monitor's answer, read a little: the command ran.
+                let _ = m.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 4096];
+                let _ = Read::read(&mut m, &mut buf);
+                std::thread::sleep(Duration::from_millis(300));
+                monitor.next();
+            }
+        }
         if let Some((when, what)) = next {
             if let Some(at) = seen.get(from..).and_then(|s| s.find(when.as_str())) {
                 let delay = if typed < opts.answers.len() {

@@ -1,0 +1,596 @@
+//! Image-based roots, booted with Debian's kernel and the generic image of each init:
+//! a squashfs live root on an ISO 9660 medium on a virtio CD-ROM (`root=live:CDLABEL=`,
+//! a tmpfs upper layer), the same copied into memory (`rd.live.ram`, the CD then
+//! ejected through qemu's monitor while the root reads a file it has not read yet), an
+//! erofs image named by `rd.live.squashimg=`, a persistent upper layer
+//! (`rd.live.overlay=LABEL=persist:/overlay`, a file written by the first boot read by
+//! the second), `overlayroot=tmpfs` over an ext4 disk (its checksum unchanged after a
+//! boot that wrote to `/`), and an ext4 root checked by dm-verity (`roothash=` with
+//! `systemd.verity_root_data=`/`_hash=` naming two partitions) which boots, and the
+//! same disk with one byte of the root's init changed, which must not reach it and
+//! ends as `rd.emergency=poweroff` says, naming verity. And (systemd) a boot with no
+//! `root=` says that nothing was mounted, not that the root has no init. check-boot's
+//! verdict on each (shell) is the boot's: yes for the generic image, no for one
+//! without squashfs booting the live medium and one without dm-verity booting the
+//! verity root, which are booted too and fail.
+//!
+//! The media are made once (squashfs-tools, erofs-utils, xorriso, e2fsprogs,
+//! cryptsetup-bin's veritysetup on plain files, fdisk's sfdisk) into the test assets.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{self, BootOptions, DebianKernel, Scratch};
+
+/// The ISO labels and the verity partitions' names.
+const LIVE_LABEL: &str = "COMPOSER_LIVE";
+const EROFS_LABEL: &str = "COMPOSER_EROFS";
+
+/// The root's init: prints what `/` is, the image under it, what an earlier boot left
+/// in `/persist`, the digest of `/data.bin` (read first here: with `rd.live.ram`, after
+/// the CD is ejected, which the drive says once it is opened) and the token; writes
+/// `/persist`; powers off.
+const INIT: &str = r#"#!/bin/busybox sh
+b=/bin/busybox
+$b mount -t proc proc /proc 2>/dev/null
+$b mount -t sysfs sysfs /sys 2>/dev/null
+medium=-
+if $b grep -q rd.live.ram /proc/cmdline; then
+	echo "COMPOSER-EJECT-NOW"
+	# The kernel sees the medium gone when the drive is next opened.
+	n=0
+	medium=present
+	while [ "$n" -lt 60 ]; do
+		if ! $b dd if=/dev/sr0 of=/dev/null bs=2048 count=1 2>/dev/null; then
+			medium=gone
+			break
+		fi
+		$b sleep 0.5
+		n=$((n + 1))
+	done
+fi
+fs=$($b awk '$2 == "/" { t = $3 } END { print t }' /proc/mounts)
+base=$($b awk '$2 == "/run/rootfsbase" { t = $3 } END { print t }' /proc/mounts)
+p=none
+[ -f /persist ] && p=$($b cat /persist)
+data=$($b md5sum /data.bin | $b cut -d' ' -f1)
+echo "written-by-$$-$($b cut -d' ' -f1 /proc/uptime)" >/persist
+$b sync
+echo "COMPOSER-IMAGE-ROOT root=$fs base=${base:-none} medium=$medium data=$data persisted=$p token=$($b cat /token)"
+$b poweroff -f
+"#;
+
+struct Media {
+    dir: PathBuf,
+    token: String,
+    data_md5: String,
+    roothash: String,
+}
+
+fn tool(name: &str, package: &str) -> Option<PathBuf> {
+    support::require_tool(name, package)
+}
+
+/// The media, made once: live.iso (LiveOS/squashfs.img), erofs.iso
+/// (LiveOS/root.erofs), disk.img (ext4, label diskroot), verity.img and
+/// verity-bad.img (a GPT disk: the ext4 root, then its hash tree).
+fn media(busybox: &Path) -> Option<Media> {
+    let mksquashfs = tool("mksquashfs", "squashfs-tools")?;
+    let mkerofs = tool("mkfs.erofs", "erofs-utils")?;
+    let xorriso = tool("xorriso", "xorriso")?;
+    let mke2fs = tool("mke2fs", "e2fsprogs")?;
+    let debugfs = tool("debugfs", "e2fsprogs")?;
+    let veritysetup = tool("veritysetup", "cryptsetup-bin")?;
+    let sfdisk = tool("sfdisk", "fdisk")?;
+    let dir = support::cached_asset("image-roots-v2", |tmp| {
+        let e = |e: std::io::Error| e.to_string();
+        fs::create_dir_all(tmp).map_err(e)?;
+        let work = tmp.join("work");
+        let token = crate::boot_root::token("image-root");
+        let s = crate::boot_root::staging(&work, busybox, &token);
+        fs::write(s.join("sbin/init"), INIT).map_err(e)?;
+        // 2 MiB that no step before the root's init reads.
+        let mut data = vec![0u8; 2 << 20];
+        fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut data))
+            .map_err(e)?;
+        fs::write(s.join("data.bin"), &data).map_err(e)?;
+        fs::write(tmp.join("data.md5"), crate::md5::md5_hex(&data)).map_err(e)?;
+        fs::write(tmp.join("token"), &token).map_err(e)?;
+
+        for (label, name, image) in [
+            (LIVE_LABEL, "squashfs.img", "live.iso"),
+            (EROFS_LABEL, "root.erofs", "erofs.iso"),
+        ] {
+            let iso = work.join(format!("iso-{label}"));
+            fs::create_dir_all(iso.join("LiveOS")).map_err(e)?;
+            let img = iso.join("LiveOS").join(name);
+            if name.ends_with(".erofs") {
+                support::run_ok(
+                    Command::new(&mkerofs)
+                        .args(["-d0", "-zlz4hc"])
+                        .arg(&img)
+                        .arg(&s),
+                );
+            } else {
+                support::run_ok(Command::new(&mksquashfs).arg(&s).arg(&img).args([
+                    "-comp",
+                    "xz",
+                    "-noappend",
+                    "-quiet",
+                    "-no-progress",
+                ]));
+            }
+            support::run_ok(
+                Command::new(&xorriso)
+                    .args(["-as", "mkisofs", "-quiet", "-V", label, "-o"])
+                    .arg(tmp.join(image))
+                    .arg(&iso),
+            );
+        }
+
+        // overlayroot's disk; the verity root (4 KiB blocks: dm-verity's data blocks are
+        // 4 KiB, and a filesystem's blocks may not be smaller).
+        for (name, label) in [("disk.img", "diskroot"), ("vdata.img", "vroot")] {
+            support::run_ok(
+                Command::new(&mke2fs)
+                    .args(["-q", "-t", "ext4", "-b", "4096", "-L", label, "-d"])
+                    .arg(&s)
+                    .arg(work.join(name))
+                    .arg("16M"),
+            );
+        }
+        fs::rename(work.join("disk.img"), tmp.join("disk.img")).map_err(e)?;
+        let vdata = work.join("vdata.img");
+        let vhash = work.join("vhash.img");
+        let out = support::run_ok(
+            Command::new(&veritysetup)
+                .arg("format")
+                .arg(&vdata)
+                .arg(&vhash),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let roothash = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Root hash:"))
+            .map(|h| h.trim().to_string())
+            .ok_or_else(|| format!("veritysetup format printed no root hash: {text}"))?;
+        fs::write(tmp.join("roothash"), &roothash).map_err(e)?;
+        let data_len = fs::metadata(&vdata).map_err(e)?.len();
+        let hash_len = fs::metadata(&vhash).map_err(e)?.len();
+        let disk = tmp.join("verity.img");
+        let hash_start = (1 << 20) + data_len;
+        fs::File::create(&disk)
+            .and_then(|f| f.set_len(hash_start + hash_len.max(1 << 20) + (1 << 20)))
+            .map_err(e)?;
+        let mut child = Command::new(&sfdisk)
+            .args(["-q", "--no-reread", "--no-tell-kernel"])
+            .arg(&disk)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map_err(e)?;
+        std::io::Write::write_all(
+            child.stdin.as_mut().unwrap(),
+            format!(
+                "label: gpt\nstart=2048, size={}, name=vroot-data\nsize=2048, name=vroot-hash\n",
+                data_len / 512
+            )
+            .as_bytes(),
+        )
+        .map_err(e)?;
+        drop(child.stdin.take());
+        if !child.wait().map_err(e)?.success() {
+            return Err("sfdisk failed".into());
+        }
+        let mut bytes = fs::read(&disk).map_err(e)?;
+        let d = fs::read(&vdata).map_err(e)?;
+        let h = fs::read(&vhash).map_err(e)?;
+        bytes[1 << 20..(1 << 20) + d.len()].copy_from_slice(&d);
+        let hs = hash_start as usize;
+        bytes[hs..hs + h.len()].copy_from_slice(&h);
+        fs::write(&disk, &bytes).map_err(e)?;
+        // One byte of the root's init changed: its first data block, as debugfs maps it.
+        let out = support::run_ok(
+            Command::new(&debugfs)
+                .args(["-R", "bmap /sbin/init 0"])
+                .arg(&vdata),
+        );
+        let block: usize = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .map_err(|_| format!("debugfs bmap: {:?}", String::from_utf8_lossy(&out.stdout)))?;
+        let at = (1 << 20) + block * 4096 + 40;
+        bytes[at] ^= 0x20;
+        fs::write(tmp.join("verity-bad.img"), &bytes).map_err(e)?;
+        fs::remove_dir_all(&work).map_err(e)
+    })?;
+    let read = |n: &str| fs::read_to_string(dir.join(n)).unwrap().trim().to_string();
+    Some(Media {
+        token: read("token"),
+        data_md5: read("data.md5"),
+        roothash: read("roothash"),
+        dir,
+    })
+}
+
+fn cdrom(iso: &Path) -> Vec<String> {
+    vec![
+        "-device".into(),
+        "virtio-scsi-pci,id=scsi".into(),
+        "-drive".into(),
+        format!(
+            "file={},if=none,id=cd0,media=cdrom,format=raw,readonly=on",
+            iso.display()
+        ),
+        "-device".into(),
+        "scsi-cd,drive=cd0".into(),
+    ]
+}
+
+fn disk(path: &Path, snapshot: bool) -> Vec<String> {
+    vec![
+        "-drive".into(),
+        format!(
+            "file={},if=virtio,format=raw{}",
+            path.display(),
+            if snapshot { ",snapshot=on" } else { "" }
+        ),
+    ]
+}
+
+struct Boot<'a> {
+    kernel: &'a DebianKernel,
+    image: PathBuf,
+    init: &'a str,
+}
+
+impl Boot<'_> {
+    fn run(
+        &self,
+        what: &str,
+        append: &str,
+        args: Vec<String>,
+        monitor: Vec<(String, String)>,
+    ) -> String {
+        let sd = if self.init == "systemd" {
+            " systemd.show_status=1 systemd.default_timeout_start_sec=120"
+        } else {
+            ""
+        };
+        let opts = BootOptions {
+            memory_mib: 1024,
+            extra_append: format!("{append} rd.timeout=60{sd}"),
+            extra_args: args.iter().map(Into::into).collect(),
+            timeout: Duration::from_secs(if self.init == "systemd" { 400 } else { 240 }),
+            monitor,
+            ..BootOptions::default()
+        };
+        let r = support::qemu_boot_with(self.kernel, &self.image, &opts);
+        eprintln!(
+            "--- {}: {what}: {append} ({:.1} s) ---\n{}",
+            self.init,
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        r.console
+    }
+}
+
+/// `composer check-boot` of `image` with `cmdline`: whether it says bootable, and
+/// what it printed.
+fn check_boot(kernel: &DebianKernel, image: &Path, cmdline: &str) -> (bool, String) {
+    let o = support::run(
+        support::composer()
+            .arg("check-boot")
+            .arg("--kver")
+            .arg(&kernel.version)
+            .arg("--kmoddir")
+            .arg(kernel.modules_dir())
+            .arg("--kernel-cmdline")
+            .arg(cmdline)
+            .arg(image),
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+/// Notes in `failed` each of `want` (`name=value` words) that the marker line of
+/// `console` lacks, or that there is none.
+fn expect(failed: &mut Vec<String>, what: &str, console: &str, want: &[String]) {
+    match marker(console) {
+        Some(line) => {
+            for w in want {
+                if !line.split_whitespace().any(|f| f == w) {
+                    failed.push(format!("{what}: `{w}` not in `{line}`"));
+                }
+            }
+        }
+        None => failed.push(format!("{what}: the root's init did not run")),
+    }
+}
+
+/// The marker line the root's init printed, if it printed one.
+fn marker(console: &str) -> Option<&str> {
+    console
+        .lines()
+        .find_map(|l| l.split_once("COMPOSER-IMAGE-ROOT ").map(|(_, m)| m))
+}
+
+fn image_roots_boot(init: &str) {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    if !support::require_root() {
+        return;
+    }
+    if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let Some(m) = media(&busybox) else {
+        return;
+    };
+    let boot = Boot {
+        kernel: &kernel,
+        image: support::generic_image(&kernel, init),
+        init,
+    };
+    let scratch = Scratch::new(&format!("image-roots-{init}"));
+    let mut failed: Vec<String> = Vec::new();
+    let token = format!("token={}", m.token);
+    let data = format!("data={}", m.data_md5);
+    let live = |label: &str| format!("root=live:CDLABEL={label} rd.live.image");
+
+    // A squashfs on an ISO, a tmpfs upper layer.
+    let c = boot.run(
+        "squashfs",
+        &live(LIVE_LABEL),
+        cdrom(&m.dir.join("live.iso")),
+        vec![],
+    );
+    expect(
+        &mut failed,
+        "squashfs live root",
+        &c,
+        &[
+            "root=overlay".into(),
+            "base=squashfs".into(),
+            "persisted=none".into(),
+            data.clone(),
+            token.clone(),
+        ],
+    );
+
+    // rd.live.ram: the CD ejected once the root runs; its files still read.
+    let c = boot.run(
+        "rd.live.ram",
+        &format!("{} rd.live.ram", live(LIVE_LABEL)),
+        cdrom(&m.dir.join("live.iso")),
+        vec![("COMPOSER-EJECT-NOW".into(), "eject -f cd0".into())],
+    );
+    expect(
+        &mut failed,
+        "rd.live.ram",
+        &c,
+        &[
+            "root=overlay".into(),
+            "base=squashfs".into(),
+            "medium=gone".into(),
+            data.clone(),
+            token.clone(),
+        ],
+    );
+
+    // An erofs image under another name.
+    let c = boot.run(
+        "erofs",
+        &format!("{} rd.live.squashimg=root.erofs", live(EROFS_LABEL)),
+        cdrom(&m.dir.join("erofs.iso")),
+        vec![],
+    );
+    expect(
+        &mut failed,
+        "erofs live root",
+        &c,
+        &[
+            "root=overlay".into(),
+            "base=erofs".into(),
+            data.clone(),
+            token.clone(),
+        ],
+    );
+
+    // A persistent upper layer: what the first boot wrote, the second reads.
+    let persist = scratch.path().join("persist.img");
+    fs::File::create(&persist)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    support::run_ok(
+        Command::new(support::find_tool("mke2fs").unwrap())
+            .args(["-q", "-t", "ext4", "-L", "persist"])
+            .arg(&persist),
+    );
+    let append = format!(
+        "{} rd.live.overlay=LABEL=persist:/overlay rd.live.overlay.overlayfs=1",
+        live(LIVE_LABEL)
+    );
+    let mut args = cdrom(&m.dir.join("live.iso"));
+    args.extend(disk(&persist, false));
+    let first = boot.run(
+        "persistent overlay, first boot",
+        &append,
+        args.clone(),
+        vec![],
+    );
+    expect(
+        &mut failed,
+        "persistent overlay, first boot",
+        &first,
+        &["persisted=none".into(), token.clone()],
+    );
+    let second = boot.run("persistent overlay, second boot", &append, args, vec![]);
+    match marker(&second) {
+        Some(line) if line.contains("persisted=written-by-") => {}
+        other => failed.push(format!(
+            "persistent overlay: the second boot did not read what the first wrote: {other:?}"
+        )),
+    }
+
+    // overlayroot=tmpfs over an ext4 disk, even with rw: the disk is left as it was.
+    let copy = scratch.path().join("disk.img");
+    fs::copy(m.dir.join("disk.img"), &copy).unwrap();
+    let before = fs::read(&copy).unwrap();
+    let c = boot.run(
+        "overlayroot",
+        "root=LABEL=diskroot overlayroot=tmpfs rw",
+        disk(&copy, false),
+        vec![],
+    );
+    expect(
+        &mut failed,
+        "overlayroot=tmpfs",
+        &c,
+        &[
+            "root=overlay".into(),
+            "persisted=none".into(),
+            token.clone(),
+        ],
+    );
+    if fs::read(&copy).unwrap() != before {
+        failed.push("overlayroot=tmpfs: the disk changed".into());
+    }
+
+    // dm-verity: the root boots; with one byte of its init changed it is not switched
+    // to, and the boot ends as rd.emergency= says, naming verity.
+    let verity = format!(
+        "roothash={} systemd.verity_root_data=PARTLABEL=vroot-data \
+         systemd.verity_root_hash=PARTLABEL=vroot-hash",
+        m.roothash
+    );
+    let c = boot.run(
+        "verity",
+        &verity,
+        disk(&m.dir.join("verity.img"), true),
+        vec![],
+    );
+    expect(
+        &mut failed,
+        "verity root",
+        &c,
+        &["root=ext4".into(), token.clone()],
+    );
+    let c = boot.run(
+        "verity, corrupted",
+        &format!("{verity} rd.shell=0 rd.emergency=poweroff"),
+        disk(&m.dir.join("verity-bad.img"), true),
+        vec![],
+    );
+    if marker(&c).is_some() {
+        failed.push("verity: the root with a corrupted init was switched to".into());
+    }
+    if !c.contains("dm-verity found data on /dev/mapper/root that does not match its root hash") {
+        failed.push("verity: the corrupted root's failure does not name dm-verity".into());
+    }
+    if !c.contains("rd.emergency=poweroff: poweroff in 5 s") || c.contains("--- qemu killed") {
+        failed.push(
+            "verity: the corrupted root's boot did not end as rd.emergency=poweroff says".into(),
+        );
+    }
+    // check-boot's verdict is each boot's outcome: yes for the generic image and each
+    // command line above; no for an image without squashfs booting the live medium and
+    // one without dm-verity booting the verity root (both boots fail).
+    if init == "shell" {
+        let live_cmd = live(LIVE_LABEL);
+        let erofs_cmd = format!("{} rd.live.squashimg=root.erofs", live(EROFS_LABEL));
+        for cmdline in [&live_cmd, &erofs_cmd, &verity] {
+            let (ok, text) = check_boot(&kernel, &boot.image, cmdline);
+            if !ok {
+                failed.push(format!(
+                    "check-boot says no to the generic image with {cmdline}:\n{text}"
+                ));
+            }
+        }
+        for (name, omit, cmdline, layer, args) in [
+            (
+                "no-squashfs",
+                "squashfs",
+                live_cmd.clone(),
+                "live medium",
+                cdrom(&m.dir.join("live.iso")),
+            ),
+            (
+                "no-dm-verity",
+                "dm-verity",
+                verity.clone(),
+                "dm-verity",
+                disk(&m.dir.join("verity.img"), true),
+            ),
+        ] {
+            let image = support::shared_image(
+                &kernel,
+                &format!("image-roots-{name}"),
+                &format!(
+                    "include = [\"generic\"]\ninit = \"shell\"\n\n[omit]\nmodules = [\"{omit}\"]\n"
+                ),
+            );
+            let (ok, text) = check_boot(&kernel, &image, &cmdline);
+            if ok || !text.contains(layer) || !text.contains(&omit.replace('-', "_")) {
+                failed.push(format!("check-boot of the image without {omit} ({cmdline}) does not say no naming {layer} and {omit}:\n{text}"));
+            }
+            let b = Boot {
+                kernel: &kernel,
+                image,
+                init,
+            };
+            let c = b.run(
+                name,
+                &format!("{cmdline} rd.shell=0 rd.emergency=poweroff"),
+                args,
+                vec![],
+            );
+            if marker(&c).is_some() || c.contains("--- qemu killed") {
+                failed.push(format!(
+                    "{name}: the boot reached the root, or did not end (check-boot said no)"
+                ));
+            }
+        }
+    }
+
+    // No root= and nothing that finds one: the systemd init reaches its root file
+    // system target with nothing on /sysroot, and says the boot did not reach the root
+    // (it once said the root was mounted but had no init).
+    if init == "systemd" {
+        let c = boot.run(
+            "no root",
+            "rd.shell=0 rd.emergency=poweroff",
+            vec![],
+            vec![],
+        );
+        if !c.contains("nothing is mounted on /sysroot")
+            || !c.contains("the boot did not reach the root")
+            || c.contains("cannot be switched to")
+        {
+            failed.push(
+                "no root=: the emergency message does not say that nothing was mounted".into(),
+            );
+        }
+    }
+    assert!(failed.is_empty(), "{init}:\n{}", failed.join("\n"));
+}
+
+#[test]
+fn shell_init_boots_live_media_overlayroot_and_verity() {
+    image_roots_boot("shell");
+}
+
+#[test]
+fn systemd_boots_live_media_overlayroot_and_verity() {
+    image_roots_boot("systemd");
+}
