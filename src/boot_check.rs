@@ -647,7 +647,30 @@ pub fn check(inputs: &Inputs) -> Report {
     checks.push(c);
 
     // The layers of an image-based root the command line asks for.
-    checks.extend(image_roots.checks(&names, tree));
+    let systemd = ["usr/lib/systemd/systemd", "lib/systemd/systemd"]
+        .iter()
+        .any(|p| names.executable(p));
+    for layer in image_roots.layers(systemd) {
+        let mut c = Check::new(layer.name, layer.depth);
+        check_modules(&mut c, &names, tree, &layer.modules);
+        for p in &layer.programs {
+            match names.program(p) {
+                Some(_) => c.found.push(p.clone()),
+                None => c.missing.push(format!("program {p}")),
+            }
+        }
+        for f in &layer.files {
+            if names.resolve(f).is_some() {
+                c.found.push(f.clone());
+            } else {
+                c.missing.push(f.clone());
+            }
+        }
+        if !c.ok() {
+            c.fix = Some(layer.fix);
+        }
+        checks.push(c);
+    }
 
     // The command line names the root the stack has.
     let top = stack
@@ -673,10 +696,7 @@ pub fn check(inputs: &Inputs) -> Report {
             }
             checks.push(c);
         }
-        (None, _) => notes.push(
-            "the command line has no root=: only systemd's gpt-auto generator can find the root"
-                .into(),
-        ),
+        (None, _) => notes.push("the command line has no root=".into()),
         (Some(_), None) => notes.push("the stack has no filesystem mounted on /".into()),
     }
     Report {

@@ -1,14 +1,12 @@
 //! The layers of an image-based root that the kernel command line asks
 //! for, which the running machine's block stack does not show: a live
 //! medium's image under an overlayfs (`root=live:...`, `rd.live.image`),
-//! a root kept under a tmpfs (`overlayroot=tmpfs`), and roots checked by
-//! dm-verity (`roothash=`, `usrhash=`). Each is checked as both inits
+//! a root kept under a tmpfs (`overlayroot=tmpfs`), roots checked by
+//! dm-verity (`roothash=`, `usrhash=`), and a root found by its partition
+//! type (no `root=`, or `root=gpt-auto`). Each is checked as both inits
 //! bring it up (the book's "Live and image-based roots"): the modules, and
 //! the program that opens a verity device (veritysetup in the shell init,
 //! systemd-veritysetup in the systemd init).
-
-use super::{check_modules, Check, Names};
-use crate::resolve::kmod::ModuleTree;
 
 /// What one command line asks for.
 #[derive(Debug, Default)]
@@ -20,6 +18,9 @@ pub(super) struct ImageRoots {
     overlayroot: bool,
     /// `roothash=` / `usrhash=`: ("root" | "usr", the hash).
     verity: Vec<(&'static str, String)>,
+    /// No `root=` (nor a root hash), or `root=gpt-auto`: the root is found
+    /// by its partition type on the disk the firmware booted from.
+    gpt_auto: bool,
 }
 
 fn off(v: &str) -> bool {
@@ -54,6 +55,8 @@ impl ImageRoots {
             Some(r) if asked && !r.is_empty() => Some(r.to_string()),
             _ => None,
         };
+        let gpt_auto =
+            root == Some("gpt-auto") || root.is_none() && (roothash.is_none() || !verity_on);
         let mut verity = Vec::new();
         if verity_on {
             verity.extend(roothash.map(|h| ("root", h)));
@@ -64,6 +67,7 @@ impl ImageRoots {
             live_img,
             overlayroot,
             verity,
+            gpt_auto,
         }
     }
 
@@ -76,6 +80,14 @@ impl ImageRoots {
                  stack is not what this command line boots, and is not checked"
             ));
         }
+        if self.gpt_auto {
+            return Some(
+                "no root= (or root=gpt-auto): the root is the partition of the root type on \
+                 the disk the firmware booted from, found at boot; the running machine's \
+                 block stack is not checked"
+                    .into(),
+            );
+        }
         if root.is_none() && self.verity.iter().any(|(n, _)| *n == "root") {
             return Some(
                 "roothash= without root=: the root is /dev/mapper/root, opened by dm-verity".into(),
@@ -84,66 +96,95 @@ impl ImageRoots {
         None
     }
 
-    /// The checks of the layers asked for.
-    pub fn checks(&self, names: &Names, tree: &ModuleTree) -> Vec<Check> {
+    /// The layers asked for, with what each needs of an image whose init
+    /// is systemd (`systemd`) or composer's shell init.
+    pub fn layers(&self, systemd: bool) -> Vec<Layer> {
         let mut out = Vec::new();
         if let Some(medium) = &self.live {
-            let mut c = Check::new(format!("live medium {medium}"), 1);
             // The image's filesystem: squashfs unless its name says erofs.
             let image_fs = match &self.live_img {
                 Some(n) if n.ends_with(".erofs") => "erofs",
                 _ => "squashfs",
             };
-            let mut queries = vec![image_fs.to_string(), "loop".into(), "overlay".into()];
+            let mut modules = vec![image_fs.to_string(), "loop".into(), "overlay".into()];
             // A CD's filesystem, when the medium is named as a CD's.
             if medium.starts_with("CDLABEL=") {
-                queries.push("isofs".into());
+                modules.push("isofs".into());
             }
-            check_modules(&mut c, names, tree, &queries);
-            if !c.ok() {
-                c.fix = Some("`include = [\"image-roots\"]` (the generic profile has it)".into());
-            }
-            out.push(c);
+            out.push(Layer {
+                name: format!("live medium {medium}"),
+                depth: 1,
+                modules,
+                programs: Vec::new(),
+                files: Vec::new(),
+                fix: IMAGE_ROOTS_FIX.into(),
+            });
+        }
+        if self.gpt_auto {
+            // The boot loader's word on the partition it came from is an EFI
+            // variable: efivarfs reads it.
+            out.push(Layer {
+                name: "gpt-auto (the root partition of the boot disk)".into(),
+                depth: 0,
+                modules: vec!["efivarfs".into()],
+                programs: Vec::new(),
+                files: Vec::new(),
+                fix: IMAGE_ROOTS_FIX.into(),
+            });
         }
         if self.overlayroot && self.live.is_none() {
-            let mut c = Check::new("overlayroot=tmpfs".into(), 0);
-            check_modules(&mut c, names, tree, &["overlay".to_string()]);
-            if !c.ok() {
-                c.fix = Some("`modules = [\"overlay\"]` or `include = [\"image-roots\"]`".into());
-            }
-            out.push(c);
+            out.push(Layer {
+                name: "overlayroot=tmpfs".into(),
+                depth: 0,
+                modules: vec!["overlay".into()],
+                programs: Vec::new(),
+                files: Vec::new(),
+                fix: "`modules = [\"overlay\"]` or `include = [\"image-roots\"]`".into(),
+            });
         }
-        let systemd = ["usr/lib/systemd/systemd", "lib/systemd/systemd"]
-            .iter()
-            .any(|p| names.executable(p));
         for (name, hash) in &self.verity {
             let short: String = hash.chars().take(12).collect();
-            let mut c = Check::new(format!("dm-verity /dev/mapper/{name} ({short}...)"), 1);
-            check_modules(&mut c, names, tree, &["dm-verity".to_string()]);
-            if systemd {
-                for p in [
-                    "usr/lib/systemd/systemd-veritysetup",
-                    "usr/lib/systemd/system-generators/systemd-veritysetup-generator",
-                ] {
-                    if names.resolve(p).is_some() {
-                        c.found.push(format!("/{p}"));
-                    } else {
-                        c.missing.push(format!("/{p}"));
-                    }
-                }
+            let (programs, files) = if systemd {
+                (
+                    Vec::new(),
+                    vec![
+                        "/usr/lib/systemd/systemd-veritysetup".to_string(),
+                        "/usr/lib/systemd/system-generators/systemd-veritysetup-generator"
+                            .to_string(),
+                    ],
+                )
             } else {
-                match names.program("veritysetup") {
-                    Some(_) => c.found.push("veritysetup".into()),
-                    None => c.missing.push("program veritysetup".into()),
-                }
-            }
-            if !c.ok() {
-                c.fix = Some("`include = [\"image-roots\"]` (the generic profile has it)".into());
-            }
-            out.push(c);
+                (vec!["veritysetup".to_string()], Vec::new())
+            };
+            out.push(Layer {
+                name: format!("dm-verity /dev/mapper/{name} ({short}...)"),
+                depth: 1,
+                modules: vec!["dm-verity".into()],
+                programs,
+                files,
+                fix: IMAGE_ROOTS_FIX.into(),
+            });
         }
         out
     }
+}
+
+const IMAGE_ROOTS_FIX: &str = "`include = [\"image-roots\"]` (the generic profile has it)";
+
+/// One layer and what it needs of the image.
+#[derive(Debug)]
+pub(super) struct Layer {
+    pub name: String,
+    /// Nesting under the mount, as the check shows it.
+    pub depth: usize,
+    /// Module queries (names, as modprobe takes them).
+    pub modules: Vec<String>,
+    /// Programs, in the usual program directories.
+    pub programs: Vec<String>,
+    /// Files at these paths.
+    pub files: Vec<String>,
+    /// What adds what is missing.
+    pub fix: String,
 }
 
 #[cfg(test)]
@@ -160,6 +201,10 @@ mod tests {
         assert!(ImageRoots::of("root=LABEL=x").live.is_none());
         assert!(ImageRoots::of("overlayroot=tmpfs:swap=1").overlayroot);
         assert!(!ImageRoots::of("overlayroot=tmpfs overlayroot=disabled").overlayroot);
+        assert!(ImageRoots::of("").gpt_auto);
+        assert!(ImageRoots::of("root=gpt-auto").gpt_auto);
+        assert!(!ImageRoots::of("root=/dev/vda1").gpt_auto);
+        assert!(!ImageRoots::of("roothash=ab").gpt_auto);
         let r = ImageRoots::of("roothash=ab usrhash=cd");
         assert_eq!(r.verity.len(), 2);
         assert!(r.root_is_elsewhere(None).is_some());
