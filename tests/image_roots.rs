@@ -75,7 +75,8 @@ fn tool(name: &str, package: &str) -> Option<PathBuf> {
 
 /// The media, made once: live.iso (LiveOS/squashfs.img), erofs.iso
 /// (LiveOS/root.erofs), disk.img (ext4, label diskroot), verity.img and
-/// verity-bad.img (a GPT disk: the ext4 root, then its hash tree).
+/// verity-bad.img (a GPT disk: the ext4 root, then its hash tree), gptroot.img (ext4,
+/// for gpt-auto's disks).
 fn media(busybox: &Path) -> Option<Media> {
     let mksquashfs = tool("mksquashfs", "squashfs-tools")?;
     let mkerofs = tool("mkfs.erofs", "erofs-utils")?;
@@ -84,7 +85,7 @@ fn media(busybox: &Path) -> Option<Media> {
     let debugfs = tool("debugfs", "e2fsprogs")?;
     let veritysetup = tool("veritysetup", "cryptsetup-bin")?;
     let sfdisk = tool("sfdisk", "fdisk")?;
-    let dir = support::cached_asset("image-roots-v2", |tmp| {
+    let dir = support::cached_asset("image-roots-v3", |tmp| {
         let e = |e: std::io::Error| e.to_string();
         fs::create_dir_all(tmp).map_err(e)?;
         let work = tmp.join("work");
@@ -133,7 +134,11 @@ fn media(busybox: &Path) -> Option<Media> {
 
         // overlayroot's disk; the verity root (4 KiB blocks: dm-verity's data blocks are
         // 4 KiB, and a filesystem's blocks may not be smaller).
-        for (name, label) in [("disk.img", "diskroot"), ("vdata.img", "vroot")] {
+        for (name, label) in [
+            ("disk.img", "diskroot"),
+            ("vdata.img", "vroot"),
+            ("gptroot.img", "gptroot"),
+        ] {
             support::run_ok(
                 Command::new(&mke2fs)
                     .args(["-q", "-t", "ext4", "-b", "4096", "-L", label, "-d"])
@@ -143,6 +148,7 @@ fn media(busybox: &Path) -> Option<Media> {
             );
         }
         fs::rename(work.join("disk.img"), tmp.join("disk.img")).map_err(e)?;
+        fs::rename(work.join("gptroot.img"), tmp.join("gptroot.img")).map_err(e)?;
         let vdata = work.join("vdata.img");
         let vhash = work.join("vhash.img");
         let out = support::run_ok(
@@ -593,4 +599,160 @@ fn shell_init_boots_live_media_overlayroot_and_verity() {
 #[test]
 fn systemd_boots_live_media_overlayroot_and_verity() {
     image_roots_boot("systemd");
+}
+
+/// The partition types of the Discoverable Partitions Specification the disks use.
+const ESP_TYPE: &str = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
+const ROOT_X86_64: &str = "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709";
+
+/// A GPT disk at `disk` holding each (type, name, filesystem image) as a partition,
+/// in order, from 1 MiB.
+fn gpt_disk(disk: &Path, parts: &[(&str, &str, &Path)]) {
+    let sizes: Vec<u64> = parts
+        .iter()
+        .map(|(_, _, img)| fs::metadata(img).unwrap().len().div_ceil(1 << 20) << 20)
+        .collect();
+    let total: u64 = (2 << 20) + sizes.iter().sum::<u64>();
+    fs::File::create(disk).unwrap().set_len(total).unwrap();
+    let mut script = String::from("label: gpt\n");
+    for (i, ((ty, name, _), size)) in parts.iter().zip(&sizes).enumerate() {
+        let start = if i == 0 { "start=2048, " } else { "" };
+        script.push_str(&format!(
+            "{start}size={}, type={ty}, name={name}\n",
+            size / 512
+        ));
+    }
+    let mut child = Command::new(support::find_tool("sfdisk").unwrap())
+        .args(["-q", "--no-reread", "--no-tell-kernel"])
+        .arg(disk)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), script.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success(), "sfdisk {script}");
+    let mut f = fs::OpenOptions::new().write(true).open(disk).unwrap();
+    let mut at = 1u64 << 20;
+    for ((_, _, img), size) in parts.iter().zip(&sizes) {
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(at)).unwrap();
+        std::io::copy(&mut fs::File::open(img).unwrap(), &mut f).unwrap();
+        at += size;
+    }
+}
+
+/// A FAT filesystem image holding `efi` as the removable-media boot program.
+fn esp_fs(path: &Path, efi: &Path) {
+    let size = (fs::metadata(efi).unwrap().len() + (16 << 20)).div_ceil(1 << 20) << 20;
+    fs::File::create(path).unwrap().set_len(size).unwrap();
+    support::run_ok(Command::new(support::find_tool("mkfs.vfat").unwrap()).arg(path));
+    let i = path.display().to_string();
+    support::run_ok(Command::new("mmd").args(["-i", &i, "::/EFI", "::/EFI/BOOT"]));
+    support::run_ok(
+        Command::new("mcopy")
+            .args(["-i", &i])
+            .arg(efi)
+            .arg("::/EFI/BOOT/BOOTX64.EFI"),
+    );
+}
+
+/// gpt-auto: a UKI of the generic image on a GPT disk's ESP, the test root on a
+/// partition of the x86-64 root type beside it, no `root=` anywhere: OVMF starts the
+/// UKI, its stub says which partition it came from (LoaderDevicePartUUID), and both
+/// inits find the root there. With two root partitions the shell init refuses, naming
+/// both, and ends as `rd.emergency=poweroff` says.
+#[test]
+fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
+    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+        return;
+    };
+    if !support::require_root() || support::require_tool("udevadm", "udev").is_none() {
+        return;
+    }
+    let Some(stub) = crate::uki::uefi_env() else {
+        return;
+    };
+    let Some(m) = media(&busybox) else {
+        return;
+    };
+    let dir = Scratch::new("gpt-auto");
+    let token = format!("token={}", m.token);
+    let root = m.dir.join("gptroot.img");
+    let mut failed = Vec::new();
+    for (init, roots) in [("shell", 1), ("systemd", 1), ("shell", 2)] {
+        let what = format!("{init}, {roots} root partition(s)");
+        let manifest = dir.path().join(format!("{init}.toml"));
+        fs::write(
+            &manifest,
+            format!("include = [\"generic\"]\ninit = \"{init}\"\n"),
+        )
+        .unwrap();
+        let sd = if init == "systemd" {
+            " systemd.show_status=1 systemd.default_timeout_start_sec=120"
+        } else {
+            ""
+        };
+        let uki = dir.path().join(format!("{init}.efi"));
+        if !uki.exists() {
+            support::run_ok(
+                support::build_for(&kernel.version, &kernel.modules_dir())
+                    .arg(&manifest)
+                    .args(["--uki", "--kernel"])
+                    .arg(&kernel.vmlinuz)
+                    .args([
+                        "--cmdline",
+                        &format!("console=ttyS0 panic=-1 rd.shell=0 rd.emergency=poweroff rd.timeout=60{sd}"),
+                    ])
+                    .args(["--stub", stub.to_str().unwrap()])
+                    .arg("-o")
+                    .arg(&uki),
+            );
+        }
+        let esp = dir.path().join(format!("{init}.esp"));
+        if !esp.exists() {
+            esp_fs(&esp, &uki);
+        }
+        let disk = dir.path().join(format!("{init}-{roots}.img"));
+        let mut parts: Vec<(&str, &str, &Path)> = vec![(ESP_TYPE, "esp", &esp)];
+        for _ in 0..roots {
+            parts.push((ROOT_X86_64, "root-x86-64", &root));
+        }
+        gpt_disk(&disk, &parts);
+        let r = support::qemu_boot_with(
+            &kernel,
+            &disk,
+            &BootOptions {
+                memory_mib: 1024,
+                timeout: Duration::from_secs(400),
+                uefi: Some(crate::uki::firmware(
+                    dir.path(),
+                    &format!("{init}-{roots}"),
+                    false,
+                )),
+                ..BootOptions::default()
+            },
+        );
+        eprintln!(
+            "--- gpt-auto: {what} ({:.1} s) ---\n{}",
+            r.elapsed.as_secs_f64(),
+            r.console
+        );
+        let c = &r.console;
+        if roots == 1 {
+            expect(&mut failed, &what, c, &["root=ext4".into(), token.clone()]);
+        } else {
+            if marker(c).is_some() {
+                failed.push(format!("{what}: a root was chosen"));
+            }
+            if !c.contains("has 2 partitions of the x86_64 root type (/dev/vda2 /dev/vda3)") {
+                failed.push(format!("{what}: the refusal does not name both partitions"));
+            }
+            if !c.contains("rd.emergency=poweroff: poweroff in 5 s") || r.timed_out {
+                failed.push(format!(
+                    "{what}: the boot did not end as rd.emergency=poweroff says"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -111,8 +111,8 @@ say() { :; }
 set +e
 nt_dir=$3
 parse_cmdline "$2"
-image_setup
 net_setup
+image_setup
 ir_verity_devices "$ir_roothash" "$ir_root_data" "$ir_root_hash"
 verity_data=$vdata
 verity_hash=$vhash
@@ -379,5 +379,77 @@ done
          nvme0n1: nvme-QEMU_NVMe_Ctrl_deadbeef nvme-QEMU_NVMe_Ctrl_deadbeef_1 \
          nvme-eui.0011223344556677 pci-0000:00:05.0-nvme-1\n\
          sdz: \n"
+    );
+}
+
+/// gpt-auto's choice among a disk's partitions (composer-image-roots' gpt_choose, the
+/// partitions as blkid's probe gives them): the one of the machine's root type, /usr
+/// from the first of the /usr type, no-auto (GPT attribute 63) passed over, and two
+/// roots or none refused with a message naming them.
+#[test]
+fn gpt_auto_takes_the_one_root_partition_and_refuses_two() {
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let script = r#"say() { :; }
+. "$1/composer-image-roots"
+R=4f68bce3-e8cd-4db1-96e7-fbcaf984b709
+U=8484680c-9521-48c6-9c11-b0720656f69e
+A=b921b045-1df0-41c3-af44-4c6f280d3fae
+show() {
+	gpt_choose vda "$1"
+	echo "$?|$dev|$rtype|$gpt_usr|$ir_why"
+}
+gpt_parts="/dev/vda1 c12a7328-f81f-11d2-ba4b-00a0c93ec93b 0x0 e5p vfat
+/dev/vda2 $R 0x0 r00t ext4
+/dev/vda3 $U 0x0 u5r ext4
+/dev/vda4 $U 0x0 u5r2 ext4
+"
+show x86_64
+show aarch64
+gpt_parts="$gpt_parts/dev/vda5 $R 0x8000000000000000 n0auto xfs
+"
+show x86_64
+gpt_parts="$gpt_parts/dev/vda6 $R 0x0 r00t2 xfs
+"
+show x86_64
+gpt_parts="/dev/vda2 $A 0x1000000000000000 arm btrfs
+"
+show aarch64
+show mips
+"#;
+    let out = support::run_ok(
+        Command::new(&busybox)
+            .args(["sh", "-c", script, "harness"])
+            .arg(init_dir()),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    assert_eq!(lines[0], "0|/dev/vda2|ext4|PARTUUID=u5r|");
+    assert!(
+        lines[1].starts_with("2||")
+            && lines[1].contains("/dev/vda (the disk the firmware booted from) has no partition of the aarch64 root type (b921b045-1df0-41c3-af44-4c6f280d3fae)"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(
+        lines[2], "0|/dev/vda2|ext4|PARTUUID=u5r|",
+        "no-auto passed over"
+    );
+    assert!(
+        lines[3].starts_with("2||")
+            && lines[3].contains("has 2 partitions of the x86_64 root type (/dev/vda2 /dev/vda6)"),
+        "{}",
+        lines[3]
+    );
+    assert_eq!(
+        lines[4], "0|/dev/vda2|btrfs||",
+        "attribute 60 (read-only) is no no-auto"
+    );
+    assert!(
+        lines[5].contains("the root partition type of this architecture (mips) is not known"),
+        "{}",
+        lines[5]
     );
 }

@@ -16,7 +16,7 @@ const OVMF: &str = "/usr/share/OVMF";
 const SNAKEOIL: &str = "/usr/share/ovmf";
 
 /// What a UKI test needs beyond a boot: the stub, OVMF and the ESP tools.
-fn uefi_env() -> Option<PathBuf> {
+pub(crate) fn uefi_env() -> Option<PathBuf> {
     for (tool, pkg) in [
         ("mkfs.vfat", "dosfstools"),
         ("mcopy", "mtools"),
@@ -62,7 +62,7 @@ fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
 }
 
 /// A copy of an OVMF variable store template for one boot.
-fn firmware(dir: &Path, name: &str, secure: bool) -> Uefi {
+pub(crate) fn firmware(dir: &Path, name: &str, secure: bool) -> Uefi {
     let (code, vars) = if secure {
         ("OVMF_CODE_4M.snakeoil.fd", "OVMF_VARS_4M.snakeoil.fd")
     } else {

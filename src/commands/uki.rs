@@ -117,10 +117,13 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
             .with_hint("write it there, or give --cmdline \"root=... ro\"")
         })?,
     };
-    if !cmdline.split_whitespace().any(|w| w.starts_with("root=")) {
-        ui::warn(&format!(
-            "the UKI's command line `{cmdline}` names no root=: only systemd's gpt-auto \
-             generator finds a root then"
+    if !cmdline
+        .split_whitespace()
+        .any(|w| w.starts_with("root=") || w.starts_with("roothash="))
+    {
+        ui::note(&format!(
+            "the UKI's command line `{cmdline}` names no root=: the root is found by its \
+             partition type on the disk the firmware booted from (gpt-auto)"
         ));
     }
     Ok(Parts {
