@@ -1,5 +1,5 @@
 //! check-boot against the storage matrix: every stack of the storage tests
-//! (`boot_storage`) is brought up inside the hostonly guest (`hostonly_stack`), which
+//! (`boot_storage`) is brought up inside the hostonly guest (`boot_hostonly_stack`), which
 //! runs composer there, and each root is mounted read-only so that
 //! `composer check-boot --root DIR` reads its stack as a mounted target's. The
 //! matrix's images (the generic image of each init, and of each init with a key file
