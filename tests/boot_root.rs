@@ -95,17 +95,7 @@ pub(crate) fn token(name: &str) -> String {
 fn partitioned(disk: &Path, fs_image: &Path, label: &str, extra: &str) {
     let size = fs::metadata(fs_image).unwrap().len() + (2 << 20);
     fs::File::create(disk).unwrap().set_len(size).unwrap();
-    let script = format!("label: {label}\nstart=2048, {extra}\n");
-    let mut child = Command::new(support::find_tool("sfdisk").unwrap())
-        .args(["-q", "--no-reread", "--no-tell-kernel"])
-        .arg(disk)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), script.as_bytes()).unwrap();
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success(), "sfdisk");
+    support::sfdisk(disk, &format!("label: {label}\nstart=2048, {extra}\n"));
     run(Command::new("dd")
         .arg(format!("if={}", fs_image.display()))
         .arg(format!("of={}", disk.display()))

@@ -76,7 +76,7 @@ fn tool(name: &str, package: &str) -> Option<PathBuf> {
 /// The media, made once: live.iso (LiveOS/squashfs.img), erofs.iso
 /// (LiveOS/root.erofs), disk.img (ext4, label diskroot), verity.img and
 /// verity-bad.img (a GPT disk: the ext4 root, then its hash tree), gptroot.img (ext4,
-/// for gpt-auto's disks).
+/// for gpt-auto's disks) with its hash tree gptroot.verity and gptroot.roothash.
 fn media(busybox: &Path) -> Option<Media> {
     let mksquashfs = tool("mksquashfs", "squashfs-tools")?;
     let mkerofs = tool("mkfs.erofs", "erofs-utils")?;
@@ -84,8 +84,8 @@ fn media(busybox: &Path) -> Option<Media> {
     let mke2fs = tool("mke2fs", "e2fsprogs")?;
     let debugfs = tool("debugfs", "e2fsprogs")?;
     let veritysetup = tool("veritysetup", "cryptsetup-bin")?;
-    let sfdisk = tool("sfdisk", "fdisk")?;
-    let dir = support::cached_asset("image-roots-v3", |tmp| {
+    tool("sfdisk", "fdisk")?;
+    let dir = support::cached_asset("image-roots-v4", |tmp| {
         let e = |e: std::io::Error| e.to_string();
         fs::create_dir_all(tmp).map_err(e)?;
         let work = tmp.join("work");
@@ -149,6 +149,20 @@ fn media(busybox: &Path) -> Option<Media> {
         }
         fs::rename(work.join("disk.img"), tmp.join("disk.img")).map_err(e)?;
         fs::rename(work.join("gptroot.img"), tmp.join("gptroot.img")).map_err(e)?;
+        // gpt-auto's verity: the hash tree of gptroot.img, and its root hash.
+        let out = support::run_ok(
+            Command::new(&veritysetup)
+                .arg("format")
+                .arg(tmp.join("gptroot.img"))
+                .arg(tmp.join("gptroot.verity")),
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let hash = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Root hash:"))
+            .map(|h| h.trim().to_string())
+            .ok_or_else(|| format!("veritysetup format printed no root hash: {text}"))?;
+        fs::write(tmp.join("gptroot.roothash"), hash).map_err(e)?;
         let vdata = work.join("vdata.img");
         let vhash = work.join("vhash.img");
         let out = support::run_ok(
@@ -171,26 +185,13 @@ fn media(busybox: &Path) -> Option<Media> {
         fs::File::create(&disk)
             .and_then(|f| f.set_len(hash_start + hash_len.max(1 << 20) + (1 << 20)))
             .map_err(e)?;
-        let mut child = Command::new(&sfdisk)
-            .args(["-q", "--no-reread", "--no-tell-kernel"])
-            .arg(&disk)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .map_err(e)?;
-        std::io::Write::write_all(
-            child.stdin.as_mut().unwrap(),
-            format!(
+        support::sfdisk(
+            &disk,
+            &format!(
                 "label: gpt\nstart=2048, size={}, name=vroot-data\nsize=2048, name=vroot-hash\n",
                 data_len / 512
-            )
-            .as_bytes(),
-        )
-        .map_err(e)?;
-        drop(child.stdin.take());
-        if !child.wait().map_err(e)?.success() {
-            return Err("sfdisk failed".into());
-        }
+            ),
+        );
         let mut bytes = fs::read(&disk).map_err(e)?;
         let d = fs::read(&vdata).map_err(e)?;
         let h = fs::read(&vhash).map_err(e)?;
@@ -604,63 +605,59 @@ fn systemd_boots_live_media_overlayroot_and_verity() {
 /// The partition types of the Discoverable Partitions Specification the disks use.
 const ESP_TYPE: &str = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
 const ROOT_X86_64: &str = "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709";
+const ROOT_X86_64_VERITY: &str = "2C7357ED-EBD2-46D9-AEC1-23D437EC2BF5";
 
-/// A GPT disk at `disk` holding each (type, name, filesystem image) as a partition,
-/// in order, from 1 MiB.
-fn gpt_disk(disk: &Path, parts: &[(&str, &str, &Path)]) {
+/// The UUID made of 32 hex digits (a half of a verity root hash), as systemd names
+/// the partitions of a root hash.
+fn half_uuid(hex: &str) -> String {
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// A GPT disk at `disk` holding each (type, name, filesystem image, partition UUID
+/// or none for a random one) as a partition, in order, from 1 MiB.
+fn gpt_disk(disk: &Path, parts: &[(&str, &str, &Path, Option<String>)]) {
     let sizes: Vec<u64> = parts
         .iter()
-        .map(|(_, _, img)| fs::metadata(img).unwrap().len().div_ceil(1 << 20) << 20)
+        .map(|(_, _, img, _)| fs::metadata(img).unwrap().len().div_ceil(1 << 20) << 20)
         .collect();
     let total: u64 = (2 << 20) + sizes.iter().sum::<u64>();
     fs::File::create(disk).unwrap().set_len(total).unwrap();
     let mut script = String::from("label: gpt\n");
-    for (i, ((ty, name, _), size)) in parts.iter().zip(&sizes).enumerate() {
+    for (i, ((ty, name, _, uuid), size)) in parts.iter().zip(&sizes).enumerate() {
         let start = if i == 0 { "start=2048, " } else { "" };
+        let uuid = uuid
+            .as_ref()
+            .map(|u| format!(", uuid={u}"))
+            .unwrap_or_default();
         script.push_str(&format!(
-            "{start}size={}, type={ty}, name={name}\n",
+            "{start}size={}, type={ty}, name={name}{uuid}\n",
             size / 512
         ));
     }
-    let mut child = Command::new(support::find_tool("sfdisk").unwrap())
-        .args(["-q", "--no-reread", "--no-tell-kernel"])
-        .arg(disk)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), script.as_bytes()).unwrap();
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success(), "sfdisk {script}");
+    support::sfdisk(disk, &script);
     let mut f = fs::OpenOptions::new().write(true).open(disk).unwrap();
     let mut at = 1u64 << 20;
-    for ((_, _, img), size) in parts.iter().zip(&sizes) {
+    for ((_, _, img, _), size) in parts.iter().zip(&sizes) {
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(at)).unwrap();
         std::io::copy(&mut fs::File::open(img).unwrap(), &mut f).unwrap();
         at += size;
     }
 }
 
-/// A FAT filesystem image holding `efi` as the removable-media boot program.
-fn esp_fs(path: &Path, efi: &Path) {
-    let size = (fs::metadata(efi).unwrap().len() + (16 << 20)).div_ceil(1 << 20) << 20;
-    fs::File::create(path).unwrap().set_len(size).unwrap();
-    support::run_ok(Command::new(support::find_tool("mkfs.vfat").unwrap()).arg(path));
-    let i = path.display().to_string();
-    support::run_ok(Command::new("mmd").args(["-i", &i, "::/EFI", "::/EFI/BOOT"]));
-    support::run_ok(
-        Command::new("mcopy")
-            .args(["-i", &i])
-            .arg(efi)
-            .arg("::/EFI/BOOT/BOOTX64.EFI"),
-    );
-}
-
 /// gpt-auto: a UKI of the generic image on a GPT disk's ESP, the test root on a
 /// partition of the x86-64 root type beside it, no `root=` anywhere: OVMF starts the
 /// UKI, its stub says which partition it came from (LoaderDevicePartUUID), and both
 /// inits find the root there. With two root partitions the shell init refuses, naming
-/// both, and ends as `rd.emergency=poweroff` says.
+/// both, and ends as `rd.emergency=poweroff` says. With a root-verity partition beside
+/// the root (their PARTUUIDs the halves of the root hash, as systemd-repart makes them)
+/// and `roothash=` in the UKI, the systemd init opens the root through dm-verity.
 #[test]
 fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
     let Some((_, kernel, busybox)) = support::require_boot_env() else {
@@ -678,9 +675,23 @@ fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
     let dir = Scratch::new("gpt-auto");
     let token = format!("token={}", m.token);
     let root = m.dir.join("gptroot.img");
+    let hash_tree = m.dir.join("gptroot.verity");
+    let roothash = fs::read_to_string(m.dir.join("gptroot.roothash"))
+        .unwrap()
+        .trim()
+        .to_string();
     let mut failed = Vec::new();
-    for (init, roots) in [("shell", 1), ("systemd", 1), ("shell", 2)] {
-        let what = format!("{init}, {roots} root partition(s)");
+    for (init, roots) in [("shell", 1), ("systemd", 1), ("shell", 2), ("systemd", 0)] {
+        // roots 0: the root and its root-verity partition, with roothash=.
+        let what = match roots {
+            0 => format!("{init}, a root and its verity partition"),
+            n => format!("{init}, {n} root partition(s)"),
+        };
+        let verity = if roots == 0 {
+            format!(" roothash={roothash}")
+        } else {
+            String::new()
+        };
         let manifest = dir.path().join(format!("{init}.toml"));
         fs::write(
             &manifest,
@@ -692,7 +703,7 @@ fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
         } else {
             ""
         };
-        let uki = dir.path().join(format!("{init}.efi"));
+        let uki = dir.path().join(format!("{init}-{}.efi", roots.min(1)));
         if !uki.exists() {
             support::run_ok(
                 support::build_for(&kernel.version, &kernel.modules_dir())
@@ -701,21 +712,37 @@ fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
                     .arg(&kernel.vmlinuz)
                     .args([
                         "--cmdline",
-                        &format!("console=ttyS0 panic=-1 rd.shell=0 rd.emergency=poweroff rd.timeout=60{sd}"),
+                        &format!("console=ttyS0 panic=-1 rd.shell=0 rd.emergency=poweroff rd.timeout=60{sd}{verity}"),
                     ])
                     .args(["--stub", stub.to_str().unwrap()])
                     .arg("-o")
                     .arg(&uki),
             );
         }
-        let esp = dir.path().join(format!("{init}.esp"));
+        let esp_name = format!("{init}-{}", roots.min(1));
+        let esp = dir.path().join(format!("{esp_name}.esp"));
         if !esp.exists() {
-            esp_fs(&esp, &uki);
+            crate::uki::esp(dir.path(), &esp_name, &uki);
         }
         let disk = dir.path().join(format!("{init}-{roots}.img"));
-        let mut parts: Vec<(&str, &str, &Path)> = vec![(ESP_TYPE, "esp", &esp)];
+        let mut parts: Vec<(&str, &str, &Path, Option<String>)> =
+            vec![(ESP_TYPE, "esp", &esp, None)];
         for _ in 0..roots {
-            parts.push((ROOT_X86_64, "root-x86-64", &root));
+            parts.push((ROOT_X86_64, "root-x86-64", &root, None));
+        }
+        if roots == 0 {
+            parts.push((
+                ROOT_X86_64,
+                "root-x86-64",
+                &root,
+                Some(half_uuid(&roothash[..32])),
+            ));
+            parts.push((
+                ROOT_X86_64_VERITY,
+                "root-x86-64-verity",
+                &hash_tree,
+                Some(half_uuid(&roothash[32..64])),
+            ));
         }
         gpt_disk(&disk, &parts);
         let r = support::qemu_boot_with(
@@ -738,7 +765,12 @@ fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
             r.console
         );
         let c = &r.console;
-        if roots == 1 {
+        if roots == 0 {
+            expect(&mut failed, &what, c, &["root=ext4".into(), token.clone()]);
+            if !c.contains("Verity Protection Setup for root") {
+                failed.push(format!("{what}: systemd-veritysetup did not open the root"));
+            }
+        } else if roots == 1 {
             expect(&mut failed, &what, c, &["root=ext4".into(), token.clone()]);
         } else {
             if marker(c).is_some() {

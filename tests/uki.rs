@@ -44,10 +44,13 @@ pub(crate) fn uefi_env() -> Option<PathBuf> {
 }
 
 /// An ESP holding `efi` as the removable-media boot program.
-fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
+pub(crate) fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
     let img = dir.join(format!("{name}.esp"));
+    // 64 MiB, or room for a larger program (a UKI of the generic image).
+    let size =
+        (64 << 20).max((fs::metadata(efi).unwrap().len() + (16 << 20)).next_multiple_of(1 << 20));
     fs::File::create(&img)
-        .and_then(|f| f.set_len(64 << 20))
+        .and_then(|f| f.set_len(size))
         .unwrap();
     support::run_ok(Command::new("mkfs.vfat").arg(&img));
     let i = img.display().to_string();

@@ -106,6 +106,21 @@ pub fn is_root() -> bool {
 // Running things
 // ---------------------------------------------------------------------------------------
 
+/// Writes the partition table `script` (sfdisk's input) onto the disk image `disk`,
+/// leaving the kernel out of it (no re-read).
+pub fn sfdisk(disk: &Path, script: &str) {
+    let mut child = Command::new(find_tool("sfdisk").expect("sfdisk (fdisk) not found"))
+        .args(["-q", "--no-reread", "--no-tell-kernel"])
+        .arg(disk)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), script.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success(), "sfdisk {script}");
+}
+
 /// `s` as a TOML string (quoted and escaped as TOML needs), for manifests the
 /// tests write.
 pub fn toml_str(s: &str) -> String {
