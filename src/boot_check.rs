@@ -565,7 +565,9 @@ pub fn check(inputs: &Inputs) -> Report {
     let tree = inputs.tree;
     let mut checks = Vec::new();
     // A live root is a medium's image, not the running machine's stack.
-    let image_roots = image_roots::ImageRoots::of(inputs.cmdline);
+    // gpt-auto without root= only where the firmware can say the boot disk.
+    let efi = Path::new("/sys/firmware/efi").exists();
+    let image_roots = image_roots::ImageRoots::of(inputs.cmdline).for_firmware(efi, inputs.cmdline);
     let live = image_roots.live.is_some();
     let mut notes: Vec<String> = if live {
         Vec::new()
@@ -696,7 +698,11 @@ pub fn check(inputs: &Inputs) -> Report {
             }
             checks.push(c);
         }
-        (None, _) => notes.push("the command line has no root=".into()),
+        (None, _) => notes.push(
+            "the command line has no root=, and this machine was not started by UEFI \
+             firmware: no root is found at boot (give root=)"
+                .into(),
+        ),
         (Some(_), None) => notes.push("the stack has no filesystem mounted on /".into()),
     }
     Report {

@@ -71,6 +71,18 @@ impl ImageRoots {
         }
     }
 
+    /// The same, for a machine booted by UEFI firmware (`efi`) or not: with
+    /// no `root=` at all, gpt-auto finds a root only on a machine the
+    /// firmware says it booted from (an explicit `root=gpt-auto` is taken
+    /// at its word).
+    pub fn for_firmware(mut self, efi: bool, cmdline: &str) -> ImageRoots {
+        let explicit = cmdline.split_whitespace().any(|w| w == "root=gpt-auto");
+        if !efi && !explicit {
+            self.gpt_auto = false;
+        }
+        self
+    }
+
     /// Whether the root= check against the running stack applies: not for
     /// a live medium, nor for a verity root named by its hash alone.
     pub fn root_is_elsewhere(&self, root: Option<&str>) -> Option<String> {
@@ -205,6 +217,13 @@ mod tests {
         assert!(ImageRoots::of("root=gpt-auto").gpt_auto);
         assert!(!ImageRoots::of("root=/dev/vda1").gpt_auto);
         assert!(!ImageRoots::of("roothash=ab").gpt_auto);
+        assert!(!ImageRoots::of("ro").for_firmware(false, "ro").gpt_auto);
+        assert!(ImageRoots::of("ro").for_firmware(true, "ro").gpt_auto);
+        assert!(
+            ImageRoots::of("root=gpt-auto")
+                .for_firmware(false, "root=gpt-auto")
+                .gpt_auto
+        );
         let r = ImageRoots::of("roothash=ab usrhash=cd");
         assert_eq!(r.verity.len(), 2);
         assert!(r.root_is_elsewhere(None).is_some());
