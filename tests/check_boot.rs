@@ -20,7 +20,12 @@ pub(crate) fn virtio_root() -> Option<String> {
     source.starts_with("/dev/vd").then_some(source)
 }
 
-fn check(image: &Path, kernel: &support::DebianKernel, cmdline: &str, json: bool) -> Output {
+pub(crate) fn check(
+    image: &Path,
+    kernel: &support::DebianKernel,
+    cmdline: &str,
+    json: bool,
+) -> Output {
     let mut cmd = support::composer();
     cmd.arg("check-boot")
         .arg("--kver")

@@ -289,17 +289,7 @@ impl Boot<'_> {
 /// `composer check-boot` of `image` with `cmdline`: whether it says bootable, and
 /// what it printed.
 fn check_boot(kernel: &DebianKernel, image: &Path, cmdline: &str) -> (bool, String) {
-    let o = support::run(
-        support::composer()
-            .arg("check-boot")
-            .arg("--kver")
-            .arg(&kernel.version)
-            .arg("--kmoddir")
-            .arg(kernel.modules_dir())
-            .arg("--kernel-cmdline")
-            .arg(cmdline)
-            .arg(image),
-    );
+    let o = crate::check_boot::check(image, kernel, cmdline, false);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
