@@ -567,7 +567,7 @@ pub fn check(inputs: &Inputs) -> Report {
     // A live root is a medium's image, not the running machine's stack.
     // gpt-auto without root= only where the firmware can say the boot disk.
     let efi = Path::new("/sys/firmware/efi").exists();
-    let image_roots = image_roots::ImageRoots::of(inputs.cmdline).for_firmware(efi, inputs.cmdline);
+    let image_roots = image_roots::ImageRoots::of(inputs.cmdline).for_firmware(efi);
     let live = image_roots.live.is_some();
     let mut notes: Vec<String> = if live {
         Vec::new()

@@ -21,6 +21,8 @@ pub(super) struct ImageRoots {
     /// No `root=` (nor a root hash), or `root=gpt-auto`: the root is found
     /// by its partition type on the disk the firmware booted from.
     gpt_auto: bool,
+    /// `root=gpt-auto` itself.
+    gpt_auto_asked: bool,
 }
 
 fn off(v: &str) -> bool {
@@ -68,6 +70,7 @@ impl ImageRoots {
             overlayroot,
             verity,
             gpt_auto,
+            gpt_auto_asked: root == Some("gpt-auto"),
         }
     }
 
@@ -75,9 +78,8 @@ impl ImageRoots {
     /// no `root=` at all, gpt-auto finds a root only on a machine the
     /// firmware says it booted from (an explicit `root=gpt-auto` is taken
     /// at its word).
-    pub fn for_firmware(mut self, efi: bool, cmdline: &str) -> ImageRoots {
-        let explicit = cmdline.split_whitespace().any(|w| w == "root=gpt-auto");
-        if !efi && !explicit {
+    pub fn for_firmware(mut self, efi: bool) -> ImageRoots {
+        if !efi && !self.gpt_auto_asked {
             self.gpt_auto = false;
         }
         self
@@ -217,13 +219,9 @@ mod tests {
         assert!(ImageRoots::of("root=gpt-auto").gpt_auto);
         assert!(!ImageRoots::of("root=/dev/vda1").gpt_auto);
         assert!(!ImageRoots::of("roothash=ab").gpt_auto);
-        assert!(!ImageRoots::of("ro").for_firmware(false, "ro").gpt_auto);
-        assert!(ImageRoots::of("ro").for_firmware(true, "ro").gpt_auto);
-        assert!(
-            ImageRoots::of("root=gpt-auto")
-                .for_firmware(false, "root=gpt-auto")
-                .gpt_auto
-        );
+        assert!(!ImageRoots::of("ro").for_firmware(false).gpt_auto);
+        assert!(ImageRoots::of("ro").for_firmware(true).gpt_auto);
+        assert!(ImageRoots::of("root=gpt-auto").for_firmware(false).gpt_auto);
         let r = ImageRoots::of("roothash=ab usrhash=cd");
         assert_eq!(r.verity.len(), 2);
         assert!(r.root_is_elsewhere(None).is_some());
