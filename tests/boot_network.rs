@@ -269,7 +269,7 @@ fn boot_to_root(
         failed.push(format!("{what}: {l}"));
     }
     let want = format!("COMPOSER-ROOT-OK {} fs={fstype} pid=1", env.token);
-    if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+    if !support::console_shows(&console, &want) {
         failed.push(format!(
             "{what} ({append}): the console does not show `{want}`"
         ));
@@ -280,7 +280,7 @@ fn boot_to_root(
 
 fn booted(console: &str, token: &str) -> bool {
     let want = format!("COMPOSER-ROOT-OK {token} fs=ext4 pid=1");
-    console.lines().any(|l| l.trim_end().ends_with(&want))
+    support::console_shows(console, &want)
 }
 
 /// A program the network steps run that the image lacks (`/init: 158: rm: not
@@ -989,7 +989,7 @@ fn an_encrypted_lvm_root_on_nbd_boots_with_its_passphrase() {
             opts,
         );
         let want = format!("COMPOSER-ROOT-OK {token} fs=ext4 pid=1");
-        if !console.lines().any(|l| l.trim_end().ends_with(&want)) {
+        if !support::console_shows(&console, &want) {
             failed.push(format!("{init}: no `{want}`"));
         }
     }
@@ -1262,7 +1262,7 @@ fn ssh_unlock_holds_no_local_root(init: &'static str) {
                 r.console
             );
             assert!(
-                r.console.lines().any(|l| l.trim_end().ends_with(&want)),
+                support::console_shows(&r.console, &want),
                 "{init}, {what}: no `{want}`"
             );
             let down = r

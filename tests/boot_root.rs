@@ -670,7 +670,7 @@ fn the_systemd_init_boots_a_real_debian_to_its_own_systemd() {
     let want = format!("COMPOSER-DEBIAN-OK {token} pid1=systemd in-initrd=no");
     let got = r.console.lines().find(|l| l.contains("COMPOSER-DEBIAN-OK"));
     assert!(
-        got.is_some_and(|l| l.trim_end().ends_with(&want)),
+        support::console_shows(&r.console, &want),
         "no `{want}` on the console (got {got:?})"
     );
 }

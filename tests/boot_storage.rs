@@ -364,11 +364,7 @@ pub(crate) fn makeroot(
         r.console
     );
     // (The line may start with the firmware's terminal codes.)
-    if !r
-        .console
-        .lines()
-        .any(|l| l.trim_end().ends_with("MAKEROOT-OK"))
-    {
+    if !support::console_shows(&r.console, "MAKEROOT-OK") {
         panic!("the makeroot guest of {manifest} did not finish (its console is above)");
     }
     Ok(())

@@ -186,7 +186,7 @@ fn a_kernel_package_installed_beside_composers_package_gets_a_booting_initrd() {
     );
     let want = format!("COMPOSER-ROOT-OK {} fs={} pid=1", root.token, root.fstype);
     assert!(
-        r.console.lines().any(|l| l.trim_end().ends_with(&want)),
+        support::console_shows(&r.console, &want),
         "no `{want}` on the console"
     );
 

@@ -258,7 +258,7 @@ fn hostonly_takes_this_machines_root_stack_and_boots_a_guest_like_it() {
     );
     let want = format!("COMPOSER-ROOT-OK {} fs=ext4 pid=1", root.token);
     assert!(
-        r.console.lines().any(|l| l.trim_end().ends_with(&want)),
+        support::console_shows(&r.console, &want),
         "the hostonly image did not boot {}",
         root.name
     );

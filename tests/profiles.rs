@@ -628,7 +628,7 @@ fn the_cold_plug_follows_what_init_loads() {
         );
         let want = format!("COMPOSER-ROOT-OK {} fs=ext4 pid=1", root.token);
         assert!(
-            r.console.lines().any(|l| l.trim_end().ends_with(&want)),
+            support::console_shows(&r.console, &want),
             "{init}: the image without a cold plug did not boot {}:\n{}",
             root.name,
             r.console

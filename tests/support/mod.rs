@@ -678,6 +678,35 @@ pub fn require_boot_env() -> Option<(PathBuf, DebianKernel, PathBuf)> {
     Some((qemu, kernel, busybox))
 }
 
+/// Whether a console line shows `want` as a whole marker: followed by the end of the
+/// line, a space, or a kernel message the serial console wrote into the same line
+/// (`pid=1[   12.91] systemd-journald...`), never by more of a word (`pid=12`).
+pub fn console_shows(console: &str, want: &str) -> bool {
+    console.lines().any(|l| {
+        l.match_indices(want).any(|(i, _)| {
+            l[i + want.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| c.is_whitespace() || c == '[')
+        })
+    })
+}
+
+#[test]
+fn console_markers_survive_kernel_messages_written_into_their_line() {
+    let want = "COMPOSER-ROOT-OK t fs=ext4 pid=1";
+    assert!(console_shows(
+        "x\nCOMPOSER-ROOT-OK t fs=ext4 pid=1\r\n",
+        want
+    ));
+    assert!(console_shows(
+        "COMPOSER-ROOT-OK t fs=ext4 pid=1[   12.9] systemd-journald[104]: Failed",
+        want
+    ));
+    assert!(!console_shows("COMPOSER-ROOT-OK t fs=ext4 pid=12\n", want));
+    assert!(!console_shows("COMPOSER-ROOT-OK t fs=ext4 pid=\n", want));
+}
+
 /// How a boot that did not reach its root ended, as its console shows it: composer's
 /// shell init naming what it looked for and then giving up (`panic=`) or starting
 /// the emergency shell, the systemd init's emergency mode, the kernel finding no init
