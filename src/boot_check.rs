@@ -586,6 +586,9 @@ pub fn check(inputs: &Inputs) -> Report {
         crate::stack::needs(stack)
     };
     let rules = rules::Rules::of(inputs.cmdline);
+    let systemd = ["usr/lib/systemd/systemd", "lib/systemd/systemd"]
+        .iter()
+        .any(|p| names.executable(p));
     // Bottom up: the disks first, the filesystem last.
     for need in needs.iter().rev() {
         let layer = &stack.layers[need.layer];
@@ -594,7 +597,8 @@ pub fn check(inputs: &Inputs) -> Report {
             depth.get(&need.layer).copied().unwrap_or(0),
         );
         check_modules(&mut c, &names, tree, &need.modules);
-        for p in &need.programs {
+        let shell = need.shell_programs.iter().filter(|_| !systemd);
+        for p in need.programs.iter().chain(shell) {
             match names.program(p) {
                 Some(_) => c.found.push(p.clone()),
                 None => c.missing.push(format!("program {p}")),
@@ -649,9 +653,6 @@ pub fn check(inputs: &Inputs) -> Report {
     checks.push(c);
 
     // The layers of an image-based root the command line asks for.
-    let systemd = ["usr/lib/systemd/systemd", "lib/systemd/systemd"]
-        .iter()
-        .any(|p| names.executable(p));
     for layer in image_roots.layers(systemd) {
         let mut c = Check::new(layer.name, layer.depth);
         check_modules(&mut c, &names, tree, &layer.modules);
@@ -668,6 +669,7 @@ pub fn check(inputs: &Inputs) -> Report {
                 c.missing.push(f.clone());
             }
         }
+        c.missing.extend(layer.conflicts);
         if !c.ok() {
             c.fix = Some(layer.fix);
         }
@@ -730,6 +732,9 @@ fn fix_for(kind: &Kind) -> String {
             "`[stack] from_root = true` (the layer's programs and modules)".into()
         }
         Kind::Partition(_) | Kind::Loop(_) => "`modules = [\"loop\"]`".into(),
+        Kind::Verity(_) => "`[stack] from_root = true` or the image-roots profile (dm-verity, \
+                            and veritysetup for the shell init)"
+            .into(),
     }
 }
 

@@ -691,6 +691,17 @@ fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
                 "check-boot of the {init} generic image with no root=:\n{text}"
             ));
         }
+        // The command line turning discovery off contradicts it: no.
+        let (ok, text) = check_boot(
+            &kernel,
+            &support::generic_image(&kernel, init),
+            "root=gpt-auto rd.systemd.gpt_auto=0",
+        );
+        if ok || !text.contains("rd.systemd.gpt_auto=0 turns off finding the root") {
+            failed.push(format!(
+                "check-boot of the {init} generic image, root=gpt-auto turned off:\n{text}"
+            ));
+        }
     }
     for (init, roots) in [
         ("shell", 1),
@@ -809,4 +820,147 @@ fn gpt_auto_finds_the_root_on_the_disk_the_firmware_booted() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Mounts made by a test, unmounted (last first) when it ends, however it ends; the
+/// loop devices `mount -o loop` set up go with them.
+struct Mounts(Vec<PathBuf>);
+
+impl Mounts {
+    fn mount(&mut self, args: &[&str], what: &Path, at: &Path) {
+        fs::create_dir_all(at).unwrap();
+        support::run_ok(Command::new("mount").args(args).arg(what).arg(at));
+        self.0.push(at.to_path_buf());
+    }
+}
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for at in self.0.iter().rev() {
+            let ok = Command::new("umount")
+                .arg(at)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                let _ = Command::new("umount").arg("-l").arg(at).status();
+            }
+        }
+    }
+}
+
+/// A hostonly image made on a running live system: `/` an overlay over the squashfs
+/// image (a loop device over its file on the live medium, an ext4 stick here, itself a
+/// loop device over a file) with a tmpfs upper layer, as the live boot leaves it. The
+/// stack follows the overlay, the loop devices' files and the filesystems holding
+/// them, so the image loads overlay, squashfs and loop, and `composer why` names each
+/// layer.
+#[test]
+fn a_hostonly_image_made_on_a_live_system_takes_its_layers() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if !support::require_root() {
+        return;
+    }
+    let (Some(mksquashfs), Some(mke2fs)) = (
+        tool("mksquashfs", "squashfs-tools"),
+        tool("mke2fs", "e2fsprogs"),
+    ) else {
+        return;
+    };
+    let s = Scratch::new("live-hostonly");
+    // The live medium: LiveOS/squashfs.img on an ext4 filesystem.
+    let tree = s.join("tree");
+    fs::create_dir_all(tree.join("etc")).unwrap();
+    fs::write(tree.join("etc/hostname"), "live\n").unwrap();
+    let stick = s.join("stick");
+    fs::create_dir_all(stick.join("LiveOS")).unwrap();
+    support::run_ok(
+        Command::new(&mksquashfs)
+            .arg(&tree)
+            .arg(stick.join("LiveOS/squashfs.img"))
+            .args(["-noappend", "-quiet", "-no-progress"]),
+    );
+    let stick_img = s.join("stick.img");
+    support::run_ok(
+        Command::new(&mke2fs)
+            .args(["-q", "-t", "ext4", "-L", "LIVESTICK", "-d"])
+            .arg(&stick)
+            .arg(&stick_img)
+            .arg("8M"),
+    );
+    let mut mounts = Mounts(Vec::new());
+    let medium = s.join("medium");
+    let base = s.join("base");
+    let rw = s.join("rw");
+    let root = s.join("root");
+    mounts.mount(&["-t", "ext4", "-o", "loop,ro"], &stick_img, &medium);
+    mounts.mount(
+        &["-t", "squashfs", "-o", "loop,ro"],
+        &medium.join("LiveOS/squashfs.img"),
+        &base,
+    );
+    mounts.mount(&["-t", "tmpfs"], Path::new("tmpfs"), &rw);
+    fs::create_dir_all(rw.join("upper")).unwrap();
+    fs::create_dir_all(rw.join("work")).unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        base.display(),
+        rw.join("upper").display(),
+        rw.join("work").display()
+    );
+    mounts.mount(&["-t", "overlay", "-o", &opts], Path::new("overlay"), &root);
+
+    let manifest = s.join("live-hostonly.toml");
+    fs::write(
+        &manifest,
+        "[stack]\nfrom_root = true\n\n[[module]]\nrootfs = true\nload = true\n",
+    )
+    .unwrap();
+    let why = support::run_ok(
+        support::composer()
+            .args(["why", "--kver", &kernel.version, "--kmoddir"])
+            .arg(kernel.modules_dir())
+            .arg("--root")
+            .arg(&root)
+            .arg(&manifest)
+            .args(["overlay", "squashfs", "loop", "ext4"]),
+    );
+    let why = String::from_utf8_lossy(&why.stdout);
+    let image_file = medium.join("LiveOS/squashfs.img").display().to_string();
+    for want in [
+        "root filesystem overlay".to_string(),
+        format!(
+            "{} filesystem squashfs under root filesystem overlay",
+            base.display()
+        ),
+        format!(
+            "({image_file}) under {} filesystem squashfs",
+            base.display()
+        ),
+        format!("{} filesystem ext4 under loop device", medium.display()),
+    ] {
+        assert!(
+            why.contains(&want),
+            "`composer why` does not say `{want}`:\n{why}"
+        );
+    }
+
+    let image = s.join("live-hostonly.img");
+    support::run_ok(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg("--root")
+            .arg(&root)
+            .arg(&manifest)
+            .arg("-o")
+            .arg(&image),
+    );
+    let load = support::modules_load(&image);
+    for module in ["overlay", "squashfs", "loop", "ext4"] {
+        assert!(
+            load.iter().any(|m| m == module),
+            "{module} is not loaded by the image made on the live system: {load:?}"
+        );
+    }
+    drop(mounts);
 }

@@ -23,6 +23,11 @@ pub(super) struct ImageRoots {
     gpt_auto: bool,
     /// `root=gpt-auto` itself.
     gpt_auto_asked: bool,
+    /// `systemd.gpt_auto=0` or `rd.systemd.gpt_auto=0` (as written, the
+    /// last of them winning): no root is found by its partition type.
+    gpt_off: Option<String>,
+    /// No `root=`, nor a verity root hash that names `/dev/mapper/root`.
+    no_root: bool,
 }
 
 fn off(v: &str) -> bool {
@@ -39,6 +44,7 @@ impl ImageRoots {
         let mut overlayroot = false;
         let mut verity_on = true;
         let (mut roothash, mut usrhash) = (None, None);
+        let mut gpt_off = None;
         for w in cmdline.split_whitespace() {
             let (k, v) = w.split_once('=').unwrap_or((w, ""));
             match k {
@@ -49,6 +55,9 @@ impl ImageRoots {
                 "roothash" => roothash = Some(v.to_string()),
                 "usrhash" => usrhash = Some(v.to_string()),
                 "systemd.verity" | "rd.systemd.verity" => verity_on = !off(v),
+                "systemd.gpt_auto" | "rd.systemd.gpt_auto" => {
+                    gpt_off = off(v).then(|| w.to_string())
+                }
                 _ => {}
             }
         }
@@ -57,8 +66,9 @@ impl ImageRoots {
             Some(r) if asked && !r.is_empty() => Some(r.to_string()),
             _ => None,
         };
-        let gpt_auto =
-            root == Some("gpt-auto") || root.is_none() && (roothash.is_none() || !verity_on);
+        let no_root = root.is_none() && (roothash.is_none() || !verity_on);
+        let gpt_auto = gpt_off.is_none()
+            && (root == Some("gpt-auto") || root.is_none() && (roothash.is_none() || !verity_on));
         let mut verity = Vec::new();
         if verity_on {
             verity.extend(roothash.map(|h| ("root", h)));
@@ -71,6 +81,8 @@ impl ImageRoots {
             verity,
             gpt_auto,
             gpt_auto_asked: root == Some("gpt-auto"),
+            gpt_off,
+            no_root,
         }
     }
 
@@ -107,6 +119,13 @@ impl ImageRoots {
                 "roothash= without root=: the root is /dev/mapper/root, opened by dm-verity".into(),
             );
         }
+        if self.gpt_off.is_some() && (self.no_root || self.gpt_auto_asked) {
+            return Some(
+                "the command line names no root device: the running machine's block stack is \
+                 not checked"
+                    .into(),
+            );
+        }
         None
     }
 
@@ -131,20 +150,56 @@ impl ImageRoots {
                 modules,
                 programs: Vec::new(),
                 files: Vec::new(),
+                conflicts: Vec::new(),
                 fix: IMAGE_ROOTS_FIX.into(),
             });
         }
         if self.gpt_auto {
             // The boot loader's word on the partition it came from is an EFI
-            // variable: efivarfs reads it.
+            // variable: efivarfs reads it. The shell init probes the
+            // partitions' types with blkid; the systemd init leaves it all to
+            // systemd-gpt-auto-generator.
+            let (programs, files) = if systemd {
+                (
+                    Vec::new(),
+                    vec!["/usr/lib/systemd/system-generators/systemd-gpt-auto-generator".into()],
+                )
+            } else {
+                (vec!["blkid".into()], Vec::new())
+            };
             out.push(Layer {
                 name: "gpt-auto (the root partition of the boot disk)".into(),
                 depth: 0,
                 modules: vec!["efivarfs".into()],
-                programs: Vec::new(),
-                files: Vec::new(),
+                programs,
+                files,
+                conflicts: Vec::new(),
                 fix: IMAGE_ROOTS_FIX.into(),
             });
+        } else if let Some(off) = &self.gpt_off {
+            // Asked for, or the only way left, and turned off: neither init
+            // looks, and no root is found.
+            let (name, what) = if self.gpt_auto_asked {
+                ("root=gpt-auto", "which root=gpt-auto asks for")
+            } else {
+                (
+                    "the root (no root= given)",
+                    "and nothing else names the root",
+                )
+            };
+            if self.gpt_auto_asked || self.no_root {
+                out.push(Layer {
+                    name: name.into(),
+                    depth: 0,
+                    modules: Vec::new(),
+                    programs: Vec::new(),
+                    files: Vec::new(),
+                    conflicts: vec![format!(
+                        "{off} turns off finding the root by its partition type, {what}"
+                    )],
+                    fix: CMDLINE_FIX.into(),
+                });
+            }
         }
         if self.overlayroot && self.live.is_none() {
             out.push(Layer {
@@ -153,6 +208,7 @@ impl ImageRoots {
                 modules: vec!["overlay".into()],
                 programs: Vec::new(),
                 files: Vec::new(),
+                conflicts: Vec::new(),
                 fix: "`modules = [\"overlay\"]` or `include = [\"image-roots\"]`".into(),
             });
         }
@@ -176,6 +232,7 @@ impl ImageRoots {
                 modules: vec!["dm-verity".into()],
                 programs,
                 files,
+                conflicts: Vec::new(),
                 fix: IMAGE_ROOTS_FIX.into(),
             });
         }
@@ -184,6 +241,7 @@ impl ImageRoots {
 }
 
 const IMAGE_ROOTS_FIX: &str = "`include = [\"image-roots\"]` (the generic profile has it)";
+const CMDLINE_FIX: &str = "the kernel command line (/etc/kernel/cmdline)";
 
 /// One layer and what it needs of the image.
 #[derive(Debug)]
@@ -197,6 +255,9 @@ pub(super) struct Layer {
     pub programs: Vec<String>,
     /// Files at these paths.
     pub files: Vec<String>,
+    /// What the command line says against the layer (the image cannot
+    /// help it).
+    pub conflicts: Vec<String>,
     /// What adds what is missing.
     pub fix: String,
 }
@@ -222,6 +283,33 @@ mod tests {
         assert!(!ImageRoots::of("ro").for_firmware(false).gpt_auto);
         assert!(ImageRoots::of("ro").for_firmware(true).gpt_auto);
         assert!(ImageRoots::of("root=gpt-auto").for_firmware(false).gpt_auto);
+        // Turned off: nothing is found, and root=gpt-auto is contradicted.
+        let r = ImageRoots::of("rd.systemd.gpt_auto=0").for_firmware(true);
+        assert!(!r.gpt_auto);
+        assert!(r.root_is_elsewhere(None).is_some());
+        let l = r.layers(false);
+        assert_eq!(l[0].name, "the root (no root= given)");
+        assert_eq!(
+            l[0].conflicts,
+            [
+                "rd.systemd.gpt_auto=0 turns off finding the root by its partition type, and \
+              nothing else names the root"
+            ]
+        );
+        let r = ImageRoots::of("root=/dev/vda2 rd.systemd.gpt_auto=0");
+        assert!(r.layers(false).is_empty() && r.root_is_elsewhere(Some("/dev/vda2")).is_none());
+        let r = ImageRoots::of("root=gpt-auto systemd.gpt_auto=no");
+        let l = r.layers(true);
+        assert_eq!(l.len(), 1);
+        assert!(
+            l[0].conflicts[0].starts_with("systemd.gpt_auto=no turns off"),
+            "{l:?}"
+        );
+        assert_eq!(l[0].fix, CMDLINE_FIX);
+        let r = ImageRoots::of("root=gpt-auto systemd.gpt_auto=0 rd.systemd.gpt_auto=1");
+        assert!(r.gpt_auto && r.layers(false)[0].conflicts.is_empty());
+        assert_eq!(r.layers(false)[0].programs, ["blkid"]);
+        assert!(r.layers(true)[0].files[0].ends_with("systemd-gpt-auto-generator"));
         let r = ImageRoots::of("roothash=ab usrhash=cd");
         assert_eq!(r.verity.len(), 2);
         assert!(r.root_is_elsewhere(None).is_some());

@@ -116,7 +116,8 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
         .with_hint("[stack] from_root reads /proc/self/mountinfo and /sys of the running machine")
     })?;
     let network = loaded.has_profile("network");
-    from_stack(&stack, keyfiles, network, &origin, &loaded.root)
+    let systemd = loaded.init == crate::manifest::model::InitSpec::Systemd;
+    from_stack(&stack, keyfiles, network, systemd, &origin, &loaded.root)
 }
 
 /// The error for a root on the network in an image without the network
@@ -169,11 +170,13 @@ fn network_root_needs_the_profile(stack: &Stack, origin: &Origin) -> Result<()> 
 
 /// What `[stack]` (at `origin`) adds for `stack`, with key files from
 /// `root` when `keyfiles`; `network` when the image has the network
-/// profile (a root on NFS needs it).
+/// profile (a root on NFS needs it); `systemd` when its init is systemd
+/// (which runs its own programs for some layers: see `Need::shell_programs`).
 fn from_stack(
     stack: &Stack,
     keyfiles: bool,
     network: bool,
+    systemd: bool,
     origin: &Origin,
     root: &Path,
 ) -> Result<Found> {
@@ -198,7 +201,8 @@ fn from_stack(
     let lookup = Root::new(root);
     for need in crate::stack::needs(stack) {
         let o = origin.with_rule(format!("[stack] {}", need.reason));
-        for p in &need.programs {
+        let shell = need.shell_programs.iter().filter(|_| !systemd);
+        for p in need.programs.iter().chain(shell) {
             if !seen.contains(p) {
                 seen.push(p.clone());
                 found.programs.push(BinaryRequest::program(p).at(o.clone()));
@@ -354,7 +358,7 @@ mod tests {
     fn network_root(stack: &Stack, wants: &[&str], program: &str) {
         let origin = Origin::new("m.toml".into(), 3, 1);
         let root = tempfile::tempdir().unwrap();
-        let err = from_stack(stack, false, false, &origin, root.path())
+        let err = from_stack(stack, false, false, false, &origin, root.path())
             .err()
             .expect("an error without the network profile");
         let err = format!("{err}\n{}", err.hint().unwrap_or_default());
@@ -368,7 +372,7 @@ mod tests {
         {
             assert!(err.contains(want), "{want}: {err}");
         }
-        let found = from_stack(stack, false, true, &origin, root.path()).unwrap();
+        let found = from_stack(stack, false, true, false, &origin, root.path()).unwrap();
         let programs: Vec<String> = found
             .programs
             .iter()
@@ -417,7 +421,7 @@ mod tests {
         let stack = f.read(&root_on("253:1", "ext4", "/dev/mapper/vg-root"), &tab);
         let origin = Origin::new("m.toml".into(), 3, 1);
         let root = tempfile::tempdir().unwrap();
-        let found = from_stack(&stack, false, false, &origin, root.path()).unwrap();
+        let found = from_stack(&stack, false, false, false, &origin, root.path()).unwrap();
         let programs: Vec<String> = found
             .programs
             .iter()
@@ -462,13 +466,13 @@ mod tests {
 
         // With key files: the root's key, 0400, named by its crypttab line;
         // a key the root lacks is an error naming the line.
-        let err = from_stack(&stack, true, false, &origin, root.path())
+        let err = from_stack(&stack, true, false, false, &origin, root.path())
             .err()
             .unwrap();
         assert!(err.to_string().contains("/etc/keys/root.key"), "{err}");
         std::fs::create_dir_all(root.path().join("etc/keys")).unwrap();
         std::fs::write(root.path().join("etc/keys/root.key"), "k").unwrap();
-        let found = from_stack(&stack, true, false, &origin, root.path()).unwrap();
+        let found = from_stack(&stack, true, false, false, &origin, root.path()).unwrap();
         let key = found
             .added
             .iter()
@@ -487,7 +491,7 @@ mod tests {
         // (said when missing) and drivers.
         let tab = format!("cryptroot UUID={LUKS_UUID} none luks,tpm2-device=auto\n");
         let tpm = f.read(&root_on("253:1", "ext4", "/dev/mapper/vg-root"), &tab);
-        let found = from_stack(&tpm, false, false, &origin, root.path()).unwrap();
+        let found = from_stack(&tpm, false, false, false, &origin, root.path()).unwrap();
         let libs: Vec<String> = found
             .programs
             .iter()
@@ -518,8 +522,36 @@ mod tests {
         let plain = Fake::new();
         plain.virtio(4, "vda", "254:0");
         let stack = plain.read(&root_on("254:0", "ext4", "/dev/vda"), "");
-        let found = from_stack(&stack, true, false, &origin, root.path()).unwrap();
+        let found = from_stack(&stack, true, false, false, &origin, root.path()).unwrap();
         assert!(found.added.is_empty() && found.programs.is_empty());
+    }
+
+    /// A verity root: veritysetup for the shell init only (the systemd init
+    /// runs systemd-veritysetup), and no crypttab (it is not a LUKS volume).
+    #[test]
+    fn a_verity_root_takes_veritysetup_for_the_shell_init_only() {
+        let f = Fake::new();
+        f.verity_root();
+        let stack = f.read(&root_on("253:0", "ext4", "/dev/mapper/root"), "");
+        let origin = Origin::new("m.toml".into(), 3, 1);
+        let root = tempfile::tempdir().unwrap();
+        for (systemd, want) in [(false, &["veritysetup"][..]), (true, &[][..])] {
+            let found = from_stack(&stack, false, false, systemd, &origin, root.path()).unwrap();
+            let programs: Vec<String> = found
+                .programs
+                .iter()
+                .map(|p| p.name.display().to_string())
+                .collect();
+            assert_eq!(programs, want, "systemd: {systemd}");
+            assert!(found.added.is_empty(), "systemd: {systemd}");
+            if let Some(p) = found.programs.first() {
+                let why = p.origin.as_ref().unwrap().rule().unwrap().to_string();
+                assert!(
+                    why.contains("dm-verity device root under root filesystem ext4"),
+                    "{why}"
+                );
+            }
+        }
     }
 
     #[test]

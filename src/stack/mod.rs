@@ -7,9 +7,13 @@
 //! A [`Stack`] is a DAG of [`Layer`]s from each mounted [`Filesystem`] down
 //! to the disks: LVM volumes, dm-crypt mappings, md arrays, partitions,
 //! disks (with the devices up to the bus that name a driver by modalias),
-//! loop devices, multipath maps and other device-mapper devices (an NFS
-//! filesystem is a layer with nothing below: its server is reached over
-//! the network, see [`is_network_fs`]). A layer
+//! loop devices, multipath maps, dm-verity devices and other
+//! device-mapper devices (an NFS filesystem is a layer with nothing below:
+//! its server is reached over the network, see [`is_network_fs`]; so is a
+//! tmpfs, see [`is_memory_fs`]). An overlay sits on the filesystems holding
+//! its lower and upper directories, a loop device on the filesystem holding
+//! its file: a live root is overlay, squashfs, loop, the medium's
+//! filesystem, its drive. A layer
 //! may sit on several (an md array over two disks, a VG over two PVs, a
 //! btrfs over two devices); a layer two mounts share is there once. Each
 //! layer records the sysfs directory of its block device.
@@ -27,8 +31,9 @@
 //!   `LVM-<vg uuid><lv uuid>[-tpool|-tdata|-tmeta|-real|-cow]`,
 //!   `mpath-<wwid>`, kpartx's `partN-`), `md/level`,
 //!   `md/metadata_version`, `md/uuid` (Linux 5.9 and later),
-//!   `md/dev-*/super`, `loop/backing_file`, and `modalias` of the devices
-//!   from a disk up to `devices/`.
+//!   `md/dev-*/super`, `loop/backing_file` (whose filesystem is found in
+//!   mountinfo, as an overlay's `lowerdir=` and `upperdir=` are), and
+//!   `modalias` of the devices from a disk up to `devices/`.
 //! * the `dev` directory (normally `/dev`), if given: `disk/by-uuid`,
 //!   `disk/by-label` and `disk/by-partuuid` links (udev's), and an md
 //!   member's superblock when sysfs has neither md/uuid nor the superblock
@@ -78,8 +83,9 @@ pub use config::{crypttab, lvm_conf, mdadm_conf};
 pub use crypttab::parse as parse_crypttab;
 pub use luks::modules_of as cipher_modules;
 pub use model::{
-    is_network_fs, BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk, Filesystem, Kind,
-    Layer, LayerId, Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
+    is_memory_fs, is_network_fs, BusDevice, Crypt, CryptKind, CrypttabEntry, DeviceSpec, Disk,
+    Filesystem, Kind, Layer, LayerId, Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote,
+    Stack, Verity,
 };
 pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;

@@ -10,6 +10,13 @@ pub fn is_network_fs(fstype: &str) -> bool {
     matches!(fstype, "nfs" | "nfs4")
 }
 
+/// Whether a filesystem of type `fstype` lives in memory (its layer has no
+/// block device below it): the tmpfs upper layer of a live root's overlay,
+/// or the tmpfs a live image was copied into (`rd.live.ram`).
+pub fn is_memory_fs(fstype: &str) -> bool {
+    matches!(fstype, "tmpfs" | "ramfs")
+}
+
 /// A layer's index in [`Stack::layers`].
 pub type LayerId = usize;
 
@@ -52,6 +59,9 @@ pub enum Kind {
     Disk(Disk),
     Loop(Loop),
     Multipath(Multipath),
+    /// A dm-verity device (`CRYPT-VERITY-` in dm/uuid): its data and hash
+    /// devices are below it.
+    Verity(Verity),
     /// Another device-mapper device (its `dm/uuid` names no known owner).
     Mapper(Mapper),
 }
@@ -123,7 +133,8 @@ pub enum CryptKind {
     Luks1,
     Luks2,
     Plain,
-    /// Another `CRYPT-TYPE-` prefix (`VERITY`, `INTEGRITY`, `TCRYPT`, `BITLK`...).
+    /// Another `CRYPT-TYPE-` prefix (`INTEGRITY`, `TCRYPT`, `BITLK`...; a
+    /// `VERITY` device is a [`Kind::Verity`]).
     Other(String),
 }
 
@@ -199,6 +210,12 @@ pub struct Multipath {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verity {
+    /// dm/name (`root` for `roothash=`, `usr` for `usrhash=`).
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapper {
     pub name: String,
     pub uuid: String,
@@ -241,6 +258,7 @@ impl Kind {
             Kind::Disk(d) => &d.name,
             Kind::Loop(l) => &l.name,
             Kind::Multipath(m) => &m.name,
+            Kind::Verity(v) => &v.name,
             Kind::Mapper(m) => &m.name,
         }
     }

@@ -11,6 +11,10 @@ pub struct Need {
     pub modules: Vec<String>,
     /// Programs the init needs to bring the layer up (`cryptsetup`, `lvm`).
     pub programs: Vec<String>,
+    /// Programs only the shell init runs for the layer: the systemd init
+    /// runs its own (`veritysetup`: systemd-veritysetup, which the systemd
+    /// init's profile carries).
+    pub shell_programs: Vec<String>,
     /// Libraries by soname that those load at run time (the TPM2 ones for
     /// a volume unlocked by the TPM).
     pub libraries: Vec<String>,
@@ -65,6 +69,7 @@ pub fn describe(stack: &Stack, id: LayerId) -> String {
             None => format!("loop device {}", l.name),
         },
         Kind::Multipath(m) => format!("multipath map {}", m.name),
+        Kind::Verity(v) => format!("dm-verity device {}", v.name),
         Kind::Mapper(m) => format!("device-mapper device {}", m.name),
     }
 }
@@ -139,6 +144,7 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
         .map(|id| {
             let l = &stack.layers[id];
             let mut libraries = Vec::new();
+            let mut shell_programs = Vec::new();
             let (modules, programs) = match &l.kind {
                 // NFS: the client of its version (mount.nfs asks the kernel
                 // for it by name) and the program that mounts it.
@@ -147,6 +153,10 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                 }
                 Kind::Filesystem(f) if f.fstype == "nfs4" => {
                     (strings(&["fs-nfs4", "nfsv4"]), strings(&["mount.nfs"]))
+                }
+                // In memory: nothing to load (tmpfs is built in).
+                Kind::Filesystem(f) if super::model::is_memory_fs(&f.fstype) => {
+                    (Vec::new(), Vec::new())
                 }
                 Kind::Filesystem(f) => (
                     vec![format!("fs-{}", f.fstype)],
@@ -199,6 +209,10 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                     strings(&["dm-mod", "dm-multipath"]),
                     strings(&["multipath", "dmsetup"]),
                 ),
+                Kind::Verity(_) => {
+                    shell_programs = strings(&["veritysetup"]);
+                    (strings(&["dm-mod", "dm-verity"]), Vec::new())
+                }
                 Kind::Mapper(_) => (strings(&["dm-mod"]), strings(&["dmsetup"])),
             };
             let reason = match stack.above(id) {
@@ -214,6 +228,7 @@ pub fn needs(stack: &Stack) -> Vec<Need> {
                 layer: id,
                 modules,
                 programs,
+                shell_programs,
                 libraries,
                 reason,
             }

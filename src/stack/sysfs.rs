@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::crypttab;
 use super::model::{
-    is_network_fs, BusDevice, Crypt, CryptKind, DeviceSpec, Disk, Filesystem, Kind, Layer, LayerId,
-    Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack,
+    is_memory_fs, is_network_fs, BusDevice, Crypt, CryptKind, DeviceSpec, Disk, Filesystem, Kind,
+    Layer, LayerId, Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote, Stack, Verity,
 };
 use super::superblock;
 
@@ -56,6 +56,8 @@ pub struct Mount {
     pub mountpoint: String,
     pub fstype: String,
     pub source: String,
+    /// The superblock's options (an overlay's `lowerdir=` and `upperdir=`).
+    pub options: String,
 }
 
 /// `s` with each escape `lead` followed by `digits` digits of `radix`
@@ -101,6 +103,7 @@ pub fn mount_of(mountinfo: &str, mountpoint: &str) -> Option<Mount> {
             mountpoint: mountpoint.to_string(),
             fstype: r.next().unwrap_or("").to_string(),
             source: unescape_octal(r.next().unwrap_or("")),
+            options: r.next().unwrap_or("").to_string(),
         })
     })
 }
@@ -127,6 +130,45 @@ pub fn mount_holding(mountinfo: &str, path: &str) -> Option<String> {
         }
     }
     best
+}
+
+/// The directories an overlay's layers are, from its superblock options as
+/// mountinfo shows them: each `lowerdir=` (colon-separated, `\:` for a colon
+/// in a name; also the `lowerdir+=`/`datadir+=` the new mount API takes) and
+/// the `upperdir=`, in that order, each once. The work directory is on the
+/// upper layer's filesystem.
+pub fn overlay_dirs(options: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for opt in options.split(',') {
+        let Some((key, value)) = opt.split_once('=') else {
+            continue;
+        };
+        let value = unescape_octal(value);
+        let dirs: Vec<String> = match key {
+            "lowerdir" | "lowerdir+" | "datadir+" => {
+                let mut dirs = Vec::new();
+                let mut cur = String::new();
+                let mut chars = value.chars();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => cur.extend(chars.next()),
+                        ':' => dirs.push(std::mem::take(&mut cur)),
+                        c => cur.push(c),
+                    }
+                }
+                dirs.push(cur);
+                dirs
+            }
+            "upperdir" => vec![value],
+            _ => continue,
+        };
+        for d in dirs {
+            if d.starts_with('/') && !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+    out
 }
 
 /// udev's `\xHH` escapes in disk/by-label names.
@@ -176,6 +218,10 @@ struct Reader<'a> {
     memo: HashMap<PathBuf, LayerId>,
     visiting: HashSet<PathBuf>,
     visits: usize,
+    /// Filesystems below others (an overlay's layers, a loop device's
+    /// backing file's) by mount point, and those being read.
+    mounts: HashMap<String, LayerId>,
+    mounting: HashSet<String>,
     /// disk/by-X links: kernel name -> value, read once each.
     by: HashMap<&'static str, HashMap<String, String>>,
 }
@@ -384,9 +430,14 @@ impl<'a> Reader<'a> {
         } else if self.is_dir(&path.join("md")) {
             self.md(path, &name, &below)
         } else if name.starts_with("loop") && self.is_dir(&path.join("loop")) {
+            let backing_file = self.attr(path, "loop/backing_file");
+            // The file's filesystem (a live medium under its image).
+            if let Some(file) = &backing_file {
+                below.extend(self.holding(file, &format!("{name}'s file {file}"), depth + 1));
+            }
             Kind::Loop(Loop {
                 name: name.clone(),
-                backing_file: self.attr(path, "loop/backing_file"),
+                backing_file,
             })
         } else {
             Kind::Disk(Disk {
@@ -419,6 +470,9 @@ impl<'a> Reader<'a> {
         let name = self
             .attr(path, "dm/name")
             .unwrap_or_else(|| kname.to_string());
+        if uuid.starts_with("CRYPT-VERITY-") {
+            return Kind::Verity(Verity { name });
+        }
         if let Some(rest) = uuid.strip_prefix("CRYPT-") {
             let (ty, rest) = rest.split_once('-').unwrap_or((rest, ""));
             let kind = match ty {
@@ -603,7 +657,51 @@ impl<'a> Reader<'a> {
         None
     }
 
-    fn mount(&mut self, m: &Mount) -> Result<LayerId, StackError> {
+    /// The layer of the filesystem holding `path` (an overlay's directory, a
+    /// loop device's file) and what is below it, read once per mount point;
+    /// None, with a note naming `what`, when no mount holds it, when that is
+    /// a filesystem being read (a cycle), or too deep.
+    fn holding(&mut self, path: &str, what: &str, depth: usize) -> Option<LayerId> {
+        if !path.starts_with('/') {
+            self.note(format!("{what}: not an absolute path, not followed"));
+            return None;
+        }
+        let m = mount_holding(self.src.mountinfo, path)
+            .and_then(|mp| mount_of(self.src.mountinfo, &mp));
+        let Some(m) = m else {
+            self.note(format!("{what}: no mount holds it, not followed"));
+            return None;
+        };
+        if let Some(&id) = self.mounts.get(&m.mountpoint) {
+            return Some(id);
+        }
+        if self.mounting.contains(&m.mountpoint) {
+            self.note(format!(
+                "{what}: on {}, which is being followed (a cycle), not followed again",
+                m.mountpoint
+            ));
+            return None;
+        }
+        if depth > MAX_DEPTH || self.visits >= MAX_NODES {
+            self.note(format!(
+                "{what}: deeper than {MAX_DEPTH} layers, not followed"
+            ));
+            return None;
+        }
+        self.visits += 1;
+        match self.mount(&m, depth) {
+            Ok(id) => {
+                self.mounts.insert(m.mountpoint.clone(), id);
+                Some(id)
+            }
+            Err(e) => {
+                self.note(format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+
+    fn mount(&mut self, m: &Mount, depth: usize) -> Result<LayerId, StackError> {
         let sys = self.root.display().to_string();
         let no_block = || StackError::NoBlockDevice {
             mountpoint: m.mountpoint.clone(),
@@ -640,15 +738,34 @@ impl<'a> Reader<'a> {
             devices.extend(by_dev.or(by_name));
         }
         let mut below = Vec::new();
-        for d in &devices {
-            below.extend(self.block(d, 1));
+        self.mounting.insert(m.mountpoint.clone());
+        if m.fstype == "overlay" {
+            // An overlay is its layers' filesystems: a live root's image and
+            // the tmpfs or device its changes go to.
+            for dir in overlay_dirs(&m.options) {
+                let what = format!("the overlay on {}: its layer {dir}", m.mountpoint);
+                if let Some(id) = self.holding(&dir, &what, depth + 1) {
+                    if !below.contains(&id) {
+                        below.push(id);
+                    }
+                }
+            }
+        } else {
+            for d in &devices {
+                below.extend(self.block(d, depth + 1));
+            }
         }
-        // A filesystem over the network has no block device: its layer is
-        // the whole stack (what it needs is the network, see `needs`).
-        if below.is_empty() && !is_network_fs(&m.fstype) {
+        self.mounting.remove(&m.mountpoint);
+        // A filesystem over the network or in memory has no block device:
+        // its layer is the whole stack (what an NFS root needs is the
+        // network, see `needs`).
+        if below.is_empty() && !is_network_fs(&m.fstype) && !is_memory_fs(&m.fstype) {
             return Err(no_block());
         }
-        if fs.uuid.is_none() && below.len() == 1 {
+        let on_device = below
+            .first()
+            .is_some_and(|&b| !matches!(self.stack.layers[b].kind, Kind::Filesystem(_)));
+        if fs.uuid.is_none() && below.len() == 1 && on_device {
             let k = self.stack.layers[below[0]].kind.name().to_string();
             fs.uuid = self.by("by-uuid", &k);
             fs.label = self.by("by-label", &k);
@@ -734,6 +851,8 @@ pub fn read(src: &Sources, mountpoints: &[&str]) -> Result<Stack, StackError> {
         memo: HashMap::new(),
         visiting: HashSet::new(),
         visits: 0,
+        mounts: HashMap::new(),
+        mounting: HashSet::new(),
         by: HashMap::new(),
     };
     for (i, mp) in mountpoints.iter().enumerate() {
@@ -743,8 +862,11 @@ pub fn read(src: &Sources, mountpoints: &[&str]) -> Result<Stack, StackError> {
             }
             continue;
         };
-        match r.mount(&m) {
-            Ok(id) => r.stack.tops.push(id),
+        match r.mount(&m, 0) {
+            Ok(id) => {
+                r.mounts.insert(m.mountpoint.clone(), id);
+                r.stack.tops.push(id);
+            }
             Err(e) if i == 0 => return Err(e),
             Err(e) => r.note(e.to_string()),
         }

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use super::config::{crypttab, lvm_conf, mdadm_conf};
 use super::model::{CryptKind, Kind, LayerId, LvKind, Stack};
 use super::needs::needs;
-use super::sysfs::{mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError};
+use super::sysfs::{
+    mount_holding, mount_of, overlay_dirs, read, split_lvm_name, Mount, Sources, StackError,
+};
 
 /// A sysfs tree (and a /dev) in a temporary directory.
 pub(crate) struct Fake {
@@ -169,6 +171,20 @@ impl Fake {
         self.write(&md, "md/uuid", "3b7ab5e9-4b9c-a0a7-f6a2-3ee2cf4e36e5\n");
         md
     }
+    /// dm-0, the dm-verity device `root` over its data (vda1) and hash (vda2)
+    /// partitions, as systemd-veritysetup names it.
+    pub(crate) fn verity_root(&self) -> PathBuf {
+        let vda = self.virtio(4, "vda", "254:0");
+        let data = self.partition(&vda, "vda1", 1, "254:1");
+        let hash = self.partition(&vda, "vda2", 2, "254:2");
+        self.dm(
+            "dm-0",
+            "253:0",
+            "root",
+            &format!("CRYPT-VERITY-{LUKS_HEX}-root"),
+            &[&data, &hash],
+        )
+    }
     pub(crate) fn read(&self, mountinfo: &str, crypttab: &str) -> Stack {
         let sys = self.sys();
         let dev = self.dev();
@@ -233,6 +249,7 @@ fn tree(s: &Stack) -> String {
             Kind::Disk(d) => format!("disk {} ({} devices)", d.name, d.devices.len()),
             Kind::Loop(l) => format!("loop {} {:?}", l.name, l.backing_file),
             Kind::Multipath(m) => format!("mpath {}", m.name),
+            Kind::Verity(v) => format!("verity {}", v.name),
             Kind::Mapper(m) => format!("dm {} {}", m.name, m.uuid),
         };
         out.push_str(&format!("{}{what} [{}]\n", "  ".repeat(depth), l.dev));
@@ -755,6 +772,7 @@ fn mounts_and_names() {
             mountpoint: "/".into(),
             fstype: "xfs".into(),
             source: "/dev/mapper/root".into(),
+            options: "rw".into(),
         })
     );
     assert_eq!(mount_of(m, "/my data").unwrap().device, "8:3");
@@ -825,4 +843,190 @@ fn mounts_and_names() {
     assert!(lvm_conf().contains("backup = 0") && lvm_conf().contains("monitoring = 0"));
     let _ = CryptKind::Plain;
     let _ = LvKind::Raid;
+}
+
+/// A CD-ROM drive on a SCSI controller (sr0, 11:0).
+fn cdrom(f: &Fake) -> PathBuf {
+    let pci = f.sys().join("devices/pci0000:00/0000:00:05.0");
+    f.write(
+        &pci,
+        "modalias",
+        "pci:v00001AF4d00001004sv00001AF4sd00000008bc01sc00i00\n",
+    );
+    f.write(&pci, "host0/target0:0:0/0:0:0:0/modalias", "scsi:t-0x05\n");
+    f.block(
+        "devices/pci0000:00/0000:00:05.0/host0/target0:0:0/0:0:0:0/block/sr0",
+        "11:0",
+    )
+}
+
+/// dracut's live root as the booted system sees it: `/` an overlay over the
+/// squashfs image (on a loop device over the file on the ISO 9660 medium in
+/// the CD-ROM drive) with its changes in a tmpfs.
+const LIVE: &str = "1 0 0:30 / / rw,relatime - overlay LiveOS_rootfs \
+    rw,lowerdir=/run/rootfsbase,upperdir=/run/overlayfs,workdir=/run/ovlwork\n\
+    20 1 0:25 / /run rw,nosuid - tmpfs tmpfs rw,mode=755\n\
+    21 20 11:0 / /run/initramfs/live ro,relatime - iso9660 /dev/sr0 ro,nojoliet\n\
+    22 20 7:0 / /run/rootfsbase ro,relatime - squashfs /dev/loop0 ro,errors=continue\n\
+    23 1 0:21 / /proc rw - proc proc rw\n";
+
+#[test]
+fn a_live_root_is_an_overlay_over_a_loop_over_a_file_on_a_cdrom() {
+    let f = Fake::new();
+    cdrom(&f);
+    let l = f.block("devices/virtual/block/loop0", "7:0");
+    f.write(
+        &l,
+        "loop/backing_file",
+        "/run/initramfs/live/LiveOS/squashfs.img\n",
+    );
+    let s = f.read(LIVE, "");
+    assert_eq!(
+        tree(&s),
+        "fs overlay / uuid=None label=None [0:30]\n\
+         \x20 fs squashfs /run/rootfsbase uuid=None label=None [7:0]\n\
+         \x20   loop loop0 Some(\"/run/initramfs/live/LiveOS/squashfs.img\") [7:0]\n\
+         \x20     fs iso9660 /run/initramfs/live uuid=None label=None [11:0]\n\
+         \x20       disk sr0 (2 devices) [11:0]\n\
+         \x20 fs tmpfs /run uuid=None label=None [0:25]\n"
+    );
+    assert!(s.notes.is_empty(), "{:?}", s.notes);
+    let n = needs(&s);
+    assert_eq!(
+        need_of(&n, "root filesystem overlay").modules,
+        ["fs-overlay"]
+    );
+    assert_eq!(
+        need_of(
+            &n,
+            "/run/rootfsbase filesystem squashfs under root filesystem overlay"
+        )
+        .modules,
+        ["fs-squashfs"]
+    );
+    assert_eq!(
+        need_of(
+            &n,
+            "loop device loop0 (/run/initramfs/live/LiveOS/squashfs.img) under \
+             /run/rootfsbase filesystem squashfs"
+        )
+        .modules,
+        ["loop"]
+    );
+    assert_eq!(
+        need_of(
+            &n,
+            "/run/initramfs/live filesystem iso9660 under loop device loop0"
+        )
+        .modules,
+        ["fs-iso9660"]
+    );
+    assert!(need_of(&n, "/run filesystem tmpfs").modules.is_empty());
+    assert!(n.iter().all(|n| n.programs.is_empty()));
+    let Kind::Disk(d) = &s.layers[need_of(&n, "disk sr0").layer].kind else {
+        panic!()
+    };
+    assert_eq!(d.devices[0].modalias, "scsi:t-0x05");
+
+    // rd.live.ram: the image was copied into /run, the tmpfs the changes go
+    // to as well: one layer under both.
+    let ram = Fake::new();
+    let l = ram.block("devices/virtual/block/loop0", "7:0");
+    ram.write(&l, "loop/backing_file", "/run/initramfs/squashed.img\n");
+    let s = ram.read(LIVE, "");
+    assert_eq!(
+        tree(&s),
+        "fs overlay / uuid=None label=None [0:30]\n\
+         \x20 fs squashfs /run/rootfsbase uuid=None label=None [7:0]\n\
+         \x20   loop loop0 Some(\"/run/initramfs/squashed.img\") [7:0]\n\
+         \x20     fs tmpfs /run uuid=None label=None [0:25]\n\
+         \x20 fs tmpfs /run uuid=None label=None [0:25]\n"
+    );
+    assert_eq!(s.layers.len(), 4, "{s:#?}");
+
+    // A loop device whose file is named by a relative path: said, and the
+    // loop is the bottom.
+    let lost = Fake::new();
+    let l = lost.block("devices/virtual/block/loop0", "7:0");
+    lost.write(&l, "loop/backing_file", "relative/file.img\n");
+    let s = lost.read(LIVE, "");
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("loop0's file relative/file.img: not an absolute path")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[test]
+fn an_overlay_whose_layers_cannot_be_followed_has_no_block_device() {
+    let f = Fake::new();
+    let sys = f.sys();
+    let read_root = |mi: &str| {
+        read(
+            &Sources {
+                sys: &sys,
+                dev: None,
+                mountinfo: mi,
+                crypttab: "",
+            },
+            &["/"],
+        )
+    };
+    // overlayroot after the switch: its lower layer (the disk root, mounted
+    // on /root in the initramfs) is not in this namespace; /root is on the
+    // overlay itself.
+    let e = read_root("1 0 0:30 / / rw - overlay overlayroot rw,lowerdir=/root,upperdir=/run/composer/overlayroot/upper\n")
+        .unwrap_err();
+    assert!(matches!(e, StackError::NoBlockDevice { .. }), "{e}");
+    // A loop device over a file on the filesystem it holds.
+    let l = f.block("devices/virtual/block/loop0", "7:0");
+    f.write(&l, "loop/backing_file", "/images/root.img\n");
+    let s = read_root("1 0 7:0 / / rw - ext4 /dev/loop0 rw\n").unwrap();
+    assert_eq!(
+        tree(&s),
+        "fs ext4 / uuid=None label=None [7:0]\n\
+         \x20 loop loop0 Some(\"/images/root.img\") [7:0]\n"
+    );
+    assert!(
+        s.notes.iter().any(|n| n.contains("(a cycle)")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[test]
+fn overlay_options_name_the_layers_directories() {
+    assert_eq!(
+        overlay_dirs("rw,lowerdir=/a\\:b:/c,upperdir=/u,workdir=/w,uuid=on"),
+        ["/a:b", "/c", "/u"]
+    );
+    assert_eq!(
+        overlay_dirs("ro,lowerdir=/my\\054dir::/data,lowerdir+=/d2,datadir+=/x"),
+        ["/my,dir", "/data", "/d2", "/x"]
+    );
+    assert!(overlay_dirs("rw,lowerdir=relative,upperdir=").is_empty());
+    assert!(overlay_dirs("").is_empty());
+}
+
+#[test]
+fn a_verity_root_is_its_data_and_hash_partitions() {
+    let f = Fake::new();
+    f.verity_root();
+    let s = f.read(&root_on("253:0", "ext4", "/dev/mapper/root"), "");
+    assert_eq!(
+        tree(&s),
+        "fs ext4 / uuid=None label=None [253:0]\n\
+         \x20 verity root [253:0]\n\
+         \x20   part vda1 of vda #1 None [254:1]\n\
+         \x20     disk vda (2 devices) [254:0]\n\
+         \x20   part vda2 of vda #2 None [254:2]\n\
+         \x20     disk vda (2 devices) [254:0]\n"
+    );
+    let n = needs(&s);
+    let v = need_of(&n, "dm-verity device root under root filesystem ext4");
+    assert_eq!(v.modules, ["dm-mod", "dm-verity"]);
+    assert!(v.programs.is_empty());
+    assert_eq!(v.shell_programs, ["veritysetup"]);
 }
