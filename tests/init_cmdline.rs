@@ -73,6 +73,7 @@ const STATE: &[&str] = &[
     "forever",
     "action_boot",
     "action_unlock",
+    "ir_gpt_off",
     "ir_live",
     "ir_live_dir",
     "ir_live_img",
