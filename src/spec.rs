@@ -161,6 +161,8 @@ pub struct UkiConfig {
     pub sign_key: Option<std::path::PathBuf>,
     pub sign_cert: Option<std::path::PathBuf>,
     pub sign_passphrase_file: Option<std::path::PathBuf>,
+    /// `[uki] sign_engine`.
+    pub sign_engine: Option<String>,
     /// `[uki] sbat`: lines for the UKI's `.sbat`.
     pub sbat: Vec<String>,
 }

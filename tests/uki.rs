@@ -3,7 +3,9 @@
 //! here (no `-kernel`) and it reaches a root's token with the command line of its
 //! `.cmdline`. Signed with the key Debian's OVMF ships enrolled (its "snakeoil" test
 //! key), it passes `sbverify` and boots with Secure Boot enforced, where the unsigned
-//! one is refused. `inspect` and `extract` read the initrd inside.
+//! one is refused; so does one signed with the same key on a SoftHSM2 token, named by
+//! its `pkcs11:` URI. A signed UKI that sbverify refuses is not written. `inspect` and
+//! `extract` read the initrd inside.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -340,6 +342,116 @@ fn a_signed_uki_passes_sbverify_and_secure_boot_starts_only_it() {
         "the firmware did not refuse the unsigned UKI:\n{}",
         tail(&refused)
     );
+
+    // The same key on a PKCS#11 token (SoftHSM2), named by its URI: sbsign signs
+    // through OpenSSL's pkcs11 engine; the UKI verifies and boots with Secure Boot on.
+    let Some(token) = snakeoil_token(&dir, &key) else {
+        return;
+    };
+    let uri = format!("pkcs11:token={TOKEN};object=db;type=private;pin-value={TOKEN_PIN}");
+    let on_token = dir.join("token.efi");
+    let o = support::run_ok(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .env("SOFTHSM2_CONF", &token)
+            .arg(dir.join("uki.toml"))
+            .args(["--uki", "--kernel"])
+            .arg(&kernel.vmlinuz)
+            .args(["--cmdline", &cmdline, "--sign-key", &uri, "--sign-cert"])
+            .arg(&cert)
+            .arg("-o")
+            .arg(&on_token),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains(TOKEN_PIN), "the PIN is shown: {err}");
+    let o = sbverify(&on_token);
+    assert!(
+        o.status.success(),
+        "sbverify refuses the UKI signed on the token: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let console = boot(
+        &kernel,
+        &esp(&dir, "token", &on_token),
+        firmware(&dir, "token", true),
+        &root.qemu,
+        "COMPOSER-ROOT-OK",
+    );
+    assert!(
+        console.contains("Secure boot enabled")
+            && console.contains(&format!("COMPOSER-ROOT-OK {}", root.token)),
+        "the UKI signed on the token did not boot with Secure Boot on:\n{}",
+        tail(&console)
+    );
+}
+
+/// The SoftHSM2 token's label and user PIN.
+const TOKEN: &str = "composer-sb";
+const TOKEN_PIN: &str = "4321";
+
+/// A SoftHSM2 token in `dir` holding `key` (the snakeoil key, encrypted with the
+/// passphrase Debian documents) as object `db`: the configuration file to point
+/// SOFTHSM2_CONF at. None (a skip, a failure when strict) without softhsm2 or
+/// OpenSSL's pkcs11 engine.
+fn snakeoil_token(dir: &Path, key: &Path) -> Option<PathBuf> {
+    let softhsm = support::require_tool("softhsm2-util", "softhsm2")?;
+    let engine = Command::new("openssl")
+        .args(["engine", "-t", "pkcs11"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !engine {
+        support::skip("OpenSSL has no pkcs11 engine (Debian: libengine-pkcs11-openssl)");
+        return None;
+    }
+    let tokens = dir.join("tokens");
+    fs::create_dir_all(&tokens).unwrap();
+    let conf = dir.join("softhsm2.conf");
+    fs::write(
+        &conf,
+        format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let plain = dir.join("db-pkcs8.pem");
+    support::run_ok(
+        Command::new("openssl")
+            .args([
+                "pkcs8",
+                "-topk8",
+                "-nocrypt",
+                "-passin",
+                "pass:snakeoil",
+                "-in",
+            ])
+            .arg(key)
+            .arg("-out")
+            .arg(&plain),
+    );
+    support::run_ok(
+        Command::new(&softhsm)
+            .env("SOFTHSM2_CONF", &conf)
+            .args([
+                "--init-token",
+                "--free",
+                "--label",
+                TOKEN,
+                "--pin",
+                TOKEN_PIN,
+            ])
+            .args(["--so-pin", "87654321"]),
+    );
+    support::run_ok(
+        Command::new(&softhsm)
+            .env("SOFTHSM2_CONF", &conf)
+            .arg("--import")
+            .arg(&plain)
+            .args([
+                "--token", TOKEN, "--label", "db", "--id", "01", "--pin", TOKEN_PIN,
+            ]),
+    );
+    fs::remove_file(&plain).unwrap();
+    Some(conf)
 }
 
 /// `[image] uki = true` and `[uki]` in a manifest: the build writes a UKI with the
@@ -510,6 +622,48 @@ fn a_wrong_or_missing_passphrase_signs_and_installs_nothing() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("is encrypted, and there is no passphrase to open it"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
+
+    // A signed UKI that sbverify does not accept (an sbverify that says so, first
+    // on PATH) is not written.
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("sbverify");
+    fs::write(
+        &fake,
+        "#!/bin/sh\necho 'Signature verification failed' >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let right = dir.join("right");
+    fs::write(&right, "snakeoil\n").unwrap();
+    let o = support::run(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .env("PATH", path)
+            .arg(&manifest)
+            .args(["--uki", "--kernel"])
+            .arg(&kernel.vmlinuz)
+            .args(["--cmdline", "root=/dev/vda", "--sign-key"])
+            .arg(&key)
+            .arg("--sign-cert")
+            .arg(&cert)
+            .arg("--sign-passphrase-file")
+            .arg(&right)
+            .arg("-o")
+            .arg(&out),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the signed UKI does not verify against")
+            && err.contains("Signature verification failed"),
         "{err}"
     );
     assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");

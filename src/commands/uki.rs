@@ -30,10 +30,16 @@ pub struct UkiArgs {
     /// With --uki: a device tree blob for the stub to install.
     #[arg(long, value_name = "FILE", requires = "uki")]
     pub devicetree: Option<PathBuf>,
-    /// With --uki: sign the UKI for Secure Boot with this key (PEM; needs
-    /// sbsign, and --sign-cert).
+    /// With --uki: sign the UKI for Secure Boot with this key (PEM, or a key
+    /// on a PKCS#11 token named by a `pkcs11:` URI; needs sbsign, and
+    /// --sign-cert). The signature is checked with sbverify before the UKI
+    /// is written.
     #[arg(long, value_name = "KEY", requires_all = ["uki", "sign_cert"])]
     pub sign_key: Option<PathBuf>,
+    /// With --uki: the OpenSSL engine that holds --sign-key (`pkcs11`, the
+    /// default for a `pkcs11:` URI).
+    #[arg(long, value_name = "ENGINE", requires_all = ["uki", "sign_key"])]
+    pub sign_engine: Option<String>,
     /// With --uki: the certificate (PEM) of --sign-key.
     #[arg(long, value_name = "CERT", requires_all = ["uki", "sign_key"])]
     pub sign_cert: Option<PathBuf>,
@@ -177,9 +183,10 @@ fn signing(a: &UkiArgs, target: &BootTarget) -> Result<Option<(SigningKey, PathB
         .sign_passphrase_file
         .clone()
         .or_else(|| m.sign_passphrase_file.clone());
+    let engine = a.sign_engine.clone().or_else(|| m.sign_engine.clone());
     match (key, cert) {
         (Some(k), Some(c)) => Ok(Some((
-            composer::uki::sign::open_key(&k, passphrase.as_deref())?,
+            composer::uki::sign::open_key(&k, passphrase.as_deref(), engine.as_deref())?,
             c,
         ))),
         (None, None) => Ok(None),

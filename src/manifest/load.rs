@@ -624,6 +624,9 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             if let Some(c) = x(&v.cmdline)? {
                 uki.cmdline = Some(c);
             }
+            if let Some(e) = x(&v.sign_engine)? {
+                uki.sign_engine = Some(e);
+            }
             if let Some(lines) = &v.sbat {
                 uki.sbat = lines
                     .iter()
@@ -675,6 +678,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         .map(|f| {
             f.map(|(dir, text)| {
                 let p = PathBuf::from(text);
+                // A key on a token is named by its URI, not a path.
+                if crate::uki::sign::is_token_uri(&p) {
+                    return p;
+                }
                 match p.strip_prefix("/") {
                     Ok(inside) => root.join(inside),
                     Err(_) => dir.join(p),

@@ -139,9 +139,14 @@ pub struct UkiSettings {
     /// A device tree blob the stub installs.
     #[serde(default)]
     pub devicetree: Option<String>,
-    /// Sign the UKI for Secure Boot with this key (PEM, with `sign_cert`).
+    /// Sign the UKI for Secure Boot with this key (PEM, with `sign_cert`),
+    /// or a key on a PKCS#11 token (a `pkcs11:` URI).
     #[serde(default)]
     pub sign_key: Option<String>,
+    /// The OpenSSL engine that holds `sign_key` (`pkcs11`, the default for
+    /// a `pkcs11:` URI).
+    #[serde(default)]
+    pub sign_engine: Option<String>,
     /// The certificate (PEM) of `sign_key`.
     #[serde(default)]
     pub sign_cert: Option<String>,

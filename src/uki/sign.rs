@@ -1,7 +1,11 @@
 //! Secure Boot signing of a UKI with sbsign (Debian's sbsigntool): an
 //! Authenticode signature over the PE image, as shim and the firmware check
 //! it. sbsign is the tool distributions already sign kernels and UKIs with;
-//! composer hands it the assembled image and reads the signed one back.
+//! composer hands it the assembled image and reads the signed one back,
+//! then has sbverify check the signature against the certificate before the
+//! UKI is written anywhere. The key is a PEM file (encrypted or not), or a
+//! key on a PKCS#11 token named by a `pkcs11:` URI (RFC 7512), which sbsign
+//! reaches through OpenSSL's pkcs11 engine (Debian: libengine-pkcs11-openssl).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,10 +21,30 @@ const SIGNATURE_ROOM: u64 = 1 << 20;
 const KEY_LIMIT: u64 = 1 << 20;
 
 /// A signing key ready for sbsign: its file, and for a key encrypted with a
-/// passphrase the key decrypted, in memory only (sbsign reads it from a pipe).
+/// passphrase the key decrypted, in memory only (sbsign reads it from a pipe);
+/// or a key an OpenSSL engine holds (a `pkcs11:` URI), named to the engine.
 pub struct SigningKey {
     path: PathBuf,
     decrypted: Option<Vec<u8>>,
+    engine: Option<String>,
+}
+
+/// Whether `key` names a key on a PKCS#11 token (an RFC 7512 URI).
+pub fn is_token_uri(key: &Path) -> bool {
+    key.as_os_str().as_encoded_bytes().starts_with(b"pkcs11:")
+}
+
+/// `key` with its PIN left out (`pin-value=...` of a `pkcs11:` URI), for
+/// messages.
+fn shown(key: &Path) -> String {
+    let k = key.display().to_string();
+    if !is_token_uri(key) {
+        return k;
+    }
+    k.split([';', '?'])
+        .filter(|a| !a.starts_with("pin-value="))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 impl Drop for SigningKey {
@@ -42,8 +66,28 @@ pub fn is_encrypted(pem: &[u8]) -> bool {
 /// passphrase as it is; an encrypted one decrypted with openssl, the
 /// passphrase read from `passphrase` (a file, never the command line), else
 /// asked on the terminal by openssl. A wrong or missing passphrase is an
-/// error that says so.
-pub fn open_key(key: &Path, passphrase: Option<&Path>) -> Result<SigningKey> {
+/// error that says so. With an `engine` (`pkcs11` for a `pkcs11:` URI, where
+/// it is the default), `key` is the engine's name of the key, its PIN in the
+/// URI (`pin-value=`, `pin-source=`) or asked by the engine.
+pub fn open_key(key: &Path, passphrase: Option<&Path>, engine: Option<&str>) -> Result<SigningKey> {
+    let engine = engine
+        .map(str::to_string)
+        .or_else(|| is_token_uri(key).then(|| "pkcs11".to_string()));
+    if let Some(engine) = engine {
+        if passphrase.is_some() {
+            return Err(Error::usage(format!(
+                "a passphrase file opens an encrypted PEM key, and `{}` is a key of the {engine} \
+                 engine",
+                shown(key)
+            ))
+            .with_hint("give a token's PIN in its URI (pin-source=FILE or pin-value=PIN)"));
+        }
+        return Ok(SigningKey {
+            path: key.to_path_buf(),
+            decrypted: None,
+            engine: Some(engine),
+        });
+    }
     let pem = crate::io::read_regular(key, KEY_LIMIT).map_err(|e| {
         Error::usage(format!("the signing key `{}`: {e}", key.display()))
             .with_hint("--sign-key and --sign-cert take PEM files")
@@ -52,6 +96,7 @@ pub fn open_key(key: &Path, passphrase: Option<&Path>) -> Result<SigningKey> {
         return Ok(SigningKey {
             path: key.to_path_buf(),
             decrypted: None,
+            engine: None,
         });
     }
     use std::io::IsTerminal;
@@ -117,13 +162,20 @@ pub fn open_key(key: &Path, passphrase: Option<&Path>) -> Result<SigningKey> {
     Ok(SigningKey {
         path: key.to_path_buf(),
         decrypted: Some(out.stdout),
+        engine: None,
     })
 }
 
 /// `image` signed with `key` and `cert` (PEM files, as sbsign takes them; an
-/// encrypted key decrypted by [`open_key`] goes to sbsign through a pipe).
+/// encrypted key decrypted by [`open_key`] goes to sbsign through a pipe; a
+/// key of an engine is named to it), and the signature checked by sbverify
+/// against `cert`: a signed image that does not verify is an error.
 pub fn sign(image: &[u8], key: &SigningKey, cert: &Path) -> Result<Vec<u8>> {
-    for (what, p) in [("key", key.path.as_path()), ("certificate", cert)] {
+    let files: &[(&str, &Path)] = match key.engine {
+        None => &[("key", key.path.as_path()), ("certificate", cert)],
+        Some(_) => &[("certificate", cert)],
+    };
+    for &(what, p) in files {
         if !p.is_file() {
             return Err(Error::usage(format!(
                 "the signing {what} `{}` is not a readable file",
@@ -147,6 +199,9 @@ pub fn sign(image: &[u8], key: &SigningKey, cert: &Path) -> Result<Vec<u8>> {
     let mut cmd = Command::new("sbsign");
     // The decrypted key: written whole into a pipe (a key is a few KiB, less
     // than a pipe holds), whose read end sbsign opens as /dev/fd/N.
+    if let Some(engine) = &key.engine {
+        cmd.arg("--engine").arg(engine);
+    }
     let pipe = match &key.decrypted {
         None => {
             cmd.arg("--key").arg(&key.path);
@@ -182,14 +237,51 @@ pub fn sign(image: &[u8], key: &SigningKey, cert: &Path) -> Result<Vec<u8>> {
     if !out.status.success() {
         return Err(Error::usage(format!(
             "sbsign could not sign the UKI with `{}` and `{}`: {}",
-            key.path.display(),
+            shown(&key.path),
             cert.display(),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
-        .with_hint("check that the key and the certificate are a PEM pair"));
+        .with_hint(match &key.engine {
+            None => "check that the key and the certificate are a PEM pair".to_string(),
+            Some(e) => format!(
+                "check the key's URI and PIN, that the token holds the certificate's key, and \
+                 that OpenSSL has the {e} engine (Debian: libengine-pkcs11-openssl)"
+            ),
+        }));
     }
+    verify(signed.path(), cert)?;
     crate::io::read_regular(signed.path(), image.len() as u64 + SIGNATURE_ROOM)
         .map_err(|e| Error::usage(format!("the UKI sbsign signed: {e}")))
+}
+
+/// sbverify's word on the signed image at `signed`: its signature is checked
+/// against `cert`.
+fn verify(signed: &Path, cert: &Path) -> Result<()> {
+    let out = Command::new("sbverify")
+        .arg("--cert")
+        .arg(cert)
+        .arg(signed)
+        .output()
+        .map_err(|e| {
+            Error::usage(format!("cannot run sbverify to check the signed UKI: {e}"))
+                .with_hint("install sbverify (Debian: sbsigntool)")
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    // (sbverify's warnings about gaps between sections are the stub's layout.)
+    let said: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .chain(String::from_utf8_lossy(&out.stdout).lines())
+        .filter(|l| !l.starts_with("warning: data remaining"))
+        .map(str::to_string)
+        .collect();
+    Err(Error::usage(format!(
+        "the signed UKI does not verify against `{}` (sbverify: {}); nothing was written",
+        cert.display(),
+        said.join("; ")
+    ))
+    .with_hint("sign with the key of this certificate"))
 }
 
 #[cfg(test)]
@@ -218,9 +310,26 @@ mod tests {
         )
         .unwrap();
         let missing = dir.path().join("none");
-        let e = open_key(&key, Some(&missing)).err().unwrap();
+        let e = open_key(&key, Some(&missing), None).err().unwrap();
         assert!(e.to_string().contains("is not a readable file"), "{e}");
-        let e = open_key(&dir.path().join("nokey"), None).err().unwrap();
+        let e = open_key(&dir.path().join("nokey"), None, None)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("the signing key"), "{e}");
+    }
+
+    #[test]
+    fn a_token_uri_is_a_key_of_the_pkcs11_engine_and_its_pin_is_not_shown() {
+        let uri = Path::new("pkcs11:token=sb;object=uki;type=private;pin-value=1234");
+        assert!(is_token_uri(uri) && !is_token_uri(Path::new("/k/pkcs11:x")));
+        let k = open_key(uri, None, None).unwrap();
+        assert_eq!(k.engine.as_deref(), Some("pkcs11"));
+        assert_eq!(shown(uri), "pkcs11:token=sb;object=uki;type=private");
+        let e = open_key(uri, Some(Path::new("/p")), None).err().unwrap();
+        assert!(e.to_string().contains("a key of the pkcs11 engine"), "{e}");
+        assert!(!e.to_string().contains("1234"), "{e}");
+        // An engine named for another key name.
+        let k = open_key(Path::new("0:01"), None, Some("tpm2tss")).unwrap();
+        assert_eq!(k.engine.as_deref(), Some("tpm2tss"));
     }
 }
