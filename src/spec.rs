@@ -163,6 +163,10 @@ pub struct UkiConfig {
     pub sign_passphrase_file: Option<std::path::PathBuf>,
     /// `[uki] sign_engine`.
     pub sign_engine: Option<String>,
+    pub pcr_private_key: Option<std::path::PathBuf>,
+    pub pcr_public_key: Option<std::path::PathBuf>,
+    /// `[uki] phases`.
+    pub phases: Vec<String>,
     /// `[uki] sbat`: lines for the UKI's `.sbat`.
     pub sbat: Vec<String>,
 }

@@ -20,14 +20,14 @@ const LUKS_UUID: &str = "5a1e0002-0000-4000-8000-0000000f7002";
 const FS_UUID: &str = "5a1e0002-0000-4000-8000-0000000f5002";
 
 /// A software TPM for one guest, stopped when dropped.
-struct Swtpm {
+pub(crate) struct Swtpm {
     child: Child,
     socket: PathBuf,
 }
 
 impl Swtpm {
     /// Starts swtpm on the TPM state in `state`.
-    fn start(swtpm: &Path, state: &Path) -> Result<Swtpm, String> {
+    pub(crate) fn start(swtpm: &Path, state: &Path) -> Result<Swtpm, String> {
         let socket = state.join("swtpm.sock");
         let _ = fs::remove_file(&socket);
         let child = Command::new(swtpm)
@@ -51,7 +51,7 @@ impl Swtpm {
     }
 
     /// qemu's arguments for a TIS TPM on this swtpm.
-    fn qemu_args(&self) -> Vec<std::ffi::OsString> {
+    pub(crate) fn qemu_args(&self) -> Vec<std::ffi::OsString> {
         [
             "-chardev".to_string(),
             format!("socket,id=chrtpm,path={}", self.socket.display()),

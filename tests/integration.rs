@@ -17,6 +17,7 @@ mod boot_console;
 mod boot_hostonly_stack;
 mod boot_list;
 mod boot_network;
+mod boot_pcr_policy;
 mod boot_policy;
 mod boot_root;
 mod boot_storage;

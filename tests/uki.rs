@@ -626,6 +626,41 @@ fn a_wrong_or_missing_passphrase_signs_and_installs_nothing() {
     );
     assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
 
+    // A PCR public key that is not the PCR private key's: refused before anything
+    // is built (the policies would never verify).
+    for name in ["pcr-a", "pcr-b"] {
+        support::run_ok(
+            Command::new("openssl")
+                .args(["genrsa", "-out"])
+                .arg(dir.join(format!("{name}.pem")))
+                .arg("2048"),
+        );
+    }
+    support::run_ok(
+        Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(dir.join("pcr-b.pem"))
+            .arg("-out")
+            .arg(dir.join("pcr-b.pub")),
+    );
+    let o = support::run(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&manifest)
+            .args(["--uki", "--kernel"])
+            .arg(&kernel.vmlinuz)
+            .args(["--cmdline", "root=/dev/vda", "--pcr-private-key"])
+            .arg(dir.join("pcr-a.pem"))
+            .arg("--pcr-public-key")
+            .arg(dir.join("pcr-b.pub"))
+            .args(["--phases", "enter-initrd"])
+            .arg("-o")
+            .arg(&out),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not the public key of"), "{err}");
+    assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
+
     // A signed UKI that sbverify does not accept (an sbverify that says so, first
     // on PATH) is not written.
     let bin = dir.join("bin");
@@ -789,7 +824,29 @@ fn the_ukis_sbat_merges_the_lines_and_no_section_overlaps() {
     }
     let dir = Scratch::new("uki-sbat");
     let extra = "site,1,Example Site,site-initrd,2,-";
-    let uki = build_uki(&kernel, &dir, "sbat", "root=/dev/vda", &["--sbat", extra]);
+    // With signed PCR policies too: two more sections than the stub has header room
+    // for, so the headers grow and every section's data moves on.
+    let pcr_key = dir.join("pcr.pem");
+    support::run_ok(
+        Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&pcr_key)
+            .arg("2048"),
+    );
+    let uki = build_uki(
+        &kernel,
+        &dir,
+        "sbat",
+        "root=/dev/vda",
+        &[
+            "--sbat",
+            extra,
+            "--pcr-private-key",
+            pcr_key.to_str().unwrap(),
+            "--phases",
+            "enter-initrd",
+        ],
+    );
     let sbat = dir.join("sbat.txt");
     support::run_ok(
         Command::new("objcopy")
@@ -841,7 +898,9 @@ fn the_ukis_sbat_merges_the_lines_and_no_section_overlaps() {
         })
         .collect();
     let names: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
-    for want in [".sbat", ".sbat-0", ".initrd", ".linux", ".cmdline"] {
+    for want in [
+        ".sbat", ".sbat-0", ".initrd", ".linux", ".cmdline", ".pcrpkey", ".pcrsig",
+    ] {
         assert!(names.contains(&want), "no {want}: {names:?}");
     }
     for (name, size, _, off) in &sections {
@@ -879,4 +938,112 @@ fn the_ukis_sbat_merges_the_lines_and_no_section_overlaps() {
         "{err}"
     );
     assert!(!dir.join("bad.efi").exists());
+}
+
+/// `.pcrsig` is what `systemd-measure sign` (systemd 252, which computes the policies
+/// with a TPM: swtpm here) writes for the UKI's measured sections, the same key and
+/// phases, byte for byte once parsed; `.pcrpkey` is the key's public half.
+#[test]
+fn the_pcr_signature_is_systemd_measures() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if uefi_env().is_none() {
+        return;
+    }
+    let Some(swtpm) = support::require_tool("swtpm", "swtpm") else {
+        return;
+    };
+    if support::require_tool("objcopy", "binutils").is_none() {
+        return;
+    }
+    let measure = Path::new("/usr/lib/systemd/systemd-measure");
+    if !measure.exists() {
+        let msg = "/usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
+        assert!(!support::strict(), "{msg}");
+        support::skip(msg);
+        return;
+    }
+    let dir = Scratch::new("uki-pcrsig");
+    let key = dir.join("pcr.pem");
+    support::run_ok(
+        Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&key)
+            .arg("2048"),
+    );
+    let phases = ["enter-initrd", "enter-initrd:leave-initrd"];
+    let uki = build_uki(
+        &kernel,
+        &dir,
+        "pcr",
+        "root=/dev/vda quiet",
+        &[
+            "--pcr-private-key",
+            key.to_str().unwrap(),
+            "--phases",
+            &phases.join(" "),
+        ],
+    );
+    let section = |name: &str| {
+        let out = dir.join(format!("section{name}"));
+        support::run_ok(
+            Command::new("objcopy")
+                .arg("--dump-section")
+                .arg(format!("{name}={}", out.display()))
+                .arg(&uki)
+                .arg(dir.join("objcopy.out")),
+        );
+        out
+    };
+    let ours: serde_json::Value =
+        serde_json::from_slice(&fs::read(section(".pcrsig")).unwrap()).unwrap();
+    let public = support::run_ok(
+        Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(&key),
+    );
+    assert_eq!(fs::read(section(".pcrpkey")).unwrap(), public.stdout);
+
+    // swtpm as a TPM on a socket, for systemd-measure's trial sessions.
+    let state = dir.join("tpm");
+    fs::create_dir_all(&state).unwrap();
+    let sock = state.join("tpm.sock");
+    let mut tpm = Command::new(&swtpm)
+        .args(["socket", "--tpm2", "--tpmstate"])
+        .arg(format!("dir={}", state.display()))
+        .arg("--server")
+        .arg(format!("type=unixio,path={}", sock.display()))
+        .arg("--ctrl")
+        .arg(format!("type=unixio,path={}.ctrl", sock.display()))
+        .args(["--flags", "not-need-init,startup-clear"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut cmd = Command::new(measure);
+    cmd.args(["sign", "--bank=sha256", "--json=short"])
+        .arg(format!("--private-key={}", key.display()))
+        .arg(format!("--tpm2-device=swtpm:path={}", sock.display()));
+    for p in phases {
+        cmd.arg(format!("--phase={p}"));
+    }
+    for s in ["linux", "osrel", "cmdline", "initrd", "pcrpkey"] {
+        cmd.arg(format!("--{s}={}", section(&format!(".{s}")).display()));
+    }
+    let o = support::run(&mut cmd);
+    let _ = tpm.kill();
+    let _ = tpm.wait();
+    assert!(
+        o.status.success(),
+        "systemd-measure sign: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let theirs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ours, theirs);
+    assert_eq!(ours["sha256"].as_array().unwrap().len(), 2);
 }

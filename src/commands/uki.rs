@@ -47,6 +47,20 @@ pub struct UkiArgs {
     /// encrypted --sign-key (without it, openssl asks on the terminal).
     #[arg(long, value_name = "FILE", requires = "uki")]
     pub sign_passphrase_file: Option<PathBuf>,
+    /// With --uki: sign PCR 11 policies for the UKI with this RSA key (PEM):
+    /// `.pcrsig` and `.pcrpkey`, which let a LUKS volume enrolled with
+    /// `systemd-cryptenroll --tpm2-public-key=` open with no prompt.
+    #[arg(long, value_name = "KEY", requires = "uki")]
+    pub pcr_private_key: Option<PathBuf>,
+    /// With --uki: the public key (PEM) of --pcr-private-key, put in
+    /// `.pcrpkey` (default: derived from it).
+    #[arg(long, value_name = "KEY", requires = "pcr_private_key")]
+    pub pcr_public_key: Option<PathBuf>,
+    /// With --pcr-private-key: the boot phases to sign policies for
+    /// (`enter-initrd:leave-initrd`...; several in one argument, separated
+    /// by spaces, or the option repeated; default ukify's four).
+    #[arg(long, value_name = "PHASES", requires = "pcr_private_key")]
+    pub phases: Vec<String>,
     /// With --uki: an SBAT line for the UKI's `.sbat`, after the stub's, the
     /// kernel's, composer's and the manifest's (`@FILE`: the lines of a
     /// file); repeatable.
@@ -146,7 +160,47 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
         devicetree: a.devicetree.clone().or_else(|| m.devicetree.clone()),
         arch: Some(target.arch),
         sbat: sbat_lines(&m.sbat, &a.sbat)?,
+        pcr: pcr_signing(a, m)?,
     })
+}
+
+/// The PCR key and phases: the options', else the manifest's; the key
+/// opened (its public key derived or checked) before anything is built.
+fn pcr_signing(
+    a: &UkiArgs,
+    m: &composer::spec::UkiConfig,
+) -> Result<Option<composer::uki::PcrSigning>> {
+    let Some(private) = a.pcr_private_key.as_ref().or(m.pcr_private_key.as_ref()) else {
+        if m.pcr_public_key.is_some() || !m.phases.is_empty() {
+            return Err(Error::usage(
+                "[uki] names a PCR public key or phases, and no pcr_private_key to sign with",
+            )
+            .with_hint("set pcr_private_key in [uki], or give --pcr-private-key"));
+        }
+        return Ok(None);
+    };
+    let public = a.pcr_public_key.as_ref().or(m.pcr_public_key.as_ref());
+    let given: Vec<String> = a
+        .phases
+        .iter()
+        .flat_map(|p| p.split_whitespace())
+        .map(str::to_string)
+        .collect();
+    let phases = if !given.is_empty() {
+        given
+    } else if !m.phases.is_empty() {
+        m.phases.clone()
+    } else {
+        composer::uki::pcr::DEFAULT_PHASES
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    };
+    composer::uki::pcr::check_phases(&phases)?;
+    Ok(Some(composer::uki::PcrSigning {
+        key: composer::uki::pcr::PcrKey::open(private, public.map(PathBuf::as_path))?,
+        phases,
+    }))
 }
 
 /// The SBAT lines to add: the manifest's, then the options' (`@FILE` read).

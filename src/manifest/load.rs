@@ -597,7 +597,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut output = PathBuf::from("/boot/initrd.img-${kver}");
     let mut uki = crate::spec::UkiConfig::default();
     // `[uki]` files: (the manifest's directory, the path) until the root is known.
-    let mut uki_files: [Option<(PathBuf, String)>; 7] = Default::default();
+    let mut uki_files: [Option<(PathBuf, String)>; 9] = Default::default();
     for doc in &loader.docs {
         let m = &doc.manifest;
         if let Some(u) = &m.uki {
@@ -615,6 +615,8 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
                 &v.sign_key,
                 &v.sign_cert,
                 &v.sign_passphrase_file,
+                &v.pcr_private_key,
+                &v.pcr_public_key,
             ];
             for (slot, f) in uki_files.iter_mut().zip(files) {
                 if let Some(text) = x(f)? {
@@ -626,6 +628,12 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
             }
             if let Some(e) = x(&v.sign_engine)? {
                 uki.sign_engine = Some(e);
+            }
+            if let Some(phases) = &v.phases {
+                uki.phases = phases
+                    .iter()
+                    .map(|l| expand(l, u.pos, doc, &loader.vars))
+                    .collect::<Result<_>>()?;
             }
             if let Some(lines) = &v.sbat {
                 uki.sbat = lines
@@ -674,8 +682,8 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         output
     };
     let output = root.join(output.strip_prefix("/").unwrap_or(&output));
-    let [stub, kernel, splash, devicetree, sign_key, sign_cert, sign_passphrase_file] = uki_files
-        .map(|f| {
+    let [stub, kernel, splash, devicetree, sign_key, sign_cert, sign_passphrase_file, pcr_private_key, pcr_public_key] =
+        uki_files.map(|f| {
             f.map(|(dir, text)| {
                 let p = PathBuf::from(text);
                 // A key on a token is named by its URI, not a path.
@@ -695,6 +703,8 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     uki.sign_key = sign_key;
     uki.sign_cert = sign_cert;
     uki.sign_passphrase_file = sign_passphrase_file;
+    uki.pcr_private_key = pcr_private_key;
+    uki.pcr_public_key = pcr_public_key;
     let arch = crate::arch::Arch::of_root(&root).unwrap_or_else(crate::arch::Arch::host);
     Ok(Loaded {
         docs: loader.docs,

@@ -154,6 +154,19 @@ pub struct UkiSettings {
     /// `sign_key` (without it, openssl asks on the terminal).
     #[serde(default)]
     pub sign_passphrase_file: Option<String>,
+    /// Sign PCR 11 policies for the UKI's sections with this RSA key (PEM):
+    /// `.pcrsig` and `.pcrpkey`, for volumes enrolled with
+    /// `systemd-cryptenroll --tpm2-public-key=`.
+    #[serde(default)]
+    pub pcr_private_key: Option<String>,
+    /// The public key (PEM) of `pcr_private_key` (default: derived from it).
+    #[serde(default)]
+    pub pcr_public_key: Option<String>,
+    /// The boot phases the policies are signed for (default: `enter-initrd`,
+    /// `enter-initrd:leave-initrd`, `enter-initrd:leave-initrd:sysinit`,
+    /// `enter-initrd:leave-initrd:sysinit:ready`).
+    #[serde(default)]
+    pub phases: Option<Vec<String>>,
     /// SBAT lines for the UKI's `.sbat`, after the stub's, the kernel's and
     /// composer's (`name,generation,vendor,package,version,url`).
     #[serde(default)]

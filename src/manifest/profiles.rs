@@ -101,6 +101,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-live-root.service"),
     ),
     (
+        "init/composer-pcr-signature.service",
+        include_str!("../../profiles/init/composer-pcr-signature.service"),
+    ),
+    (
+        "init/pcr-signature.conf",
+        include_str!("../../profiles/init/pcr-signature.conf"),
+    ),
+    (
         "init/composer-overlayroot.service",
         include_str!("../../profiles/init/composer-overlayroot.service"),
     ),

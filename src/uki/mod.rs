@@ -3,6 +3,7 @@
 //! (`composer build --uki`), and the sections of one read back, so that
 //! `inspect`, `extract`, `cat` and `verify` work on the initrd inside.
 
+pub mod pcr;
 pub mod pe;
 pub mod sbat;
 pub mod sign;
@@ -125,6 +126,15 @@ pub struct Parts {
     pub arch: Option<Arch>,
     /// SBAT lines to add to the stub's, the kernel's and composer's.
     pub sbat: Vec<String>,
+    /// Signed PCR 11 policies to add (`.pcrpkey`, `.pcrsig`).
+    pub pcr: Option<PcrSigning>,
+}
+
+/// The key PCR 11 policies are signed with, and the phases they are for.
+#[derive(Clone, Debug)]
+pub struct PcrSigning {
+    pub key: pcr::PcrKey,
+    pub phases: Vec<String>,
 }
 
 /// Where the root keeps systemd's stub for `arch` (Debian's
@@ -265,13 +275,52 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
     if let Some(d) = &dtb {
         add.push((".dtb", d));
     }
+    if let Some(p) = &parts.pcr {
+        add.push((".pcrpkey", &p.key.public_pem));
+    }
     add.push((".initrd", initrd));
     add.push((".linux", &kernel));
-    pe::append_sections(&stub, &add).map_err(|e| {
+    let stub_error = |e: String| {
         Error::usage(format!("the EFI stub `{}`: {e}", parts.stub.display())).with_hint(
             "give systemd's EFI stub (linuxx64.efi.stub, linuxaa64.efi.stub) with --stub",
         )
-    })
+    };
+    let uki = pe::append_sections(&stub, &add).map_err(stub_error)?;
+    let Some(p) = &parts.pcr else {
+        return Ok(uki);
+    };
+    // The policies: PCR 11 as the stub will measure this very image.
+    let json = p.key.sign(&measured(&uki)?, &p.phases)?;
+    pe::append_sections(&uki, &[(".pcrsig", json.as_bytes())]).map_err(stub_error)
+}
+
+/// The sections of `uki` the stub measures into PCR 11, in its order, each
+/// as it is mapped (its virtual size, zeros past its data in the file).
+fn measured(uki: &[u8]) -> Result<Vec<(&'static str, Vec<u8>)>> {
+    let sections = pe::sections(&uki[..uki.len().min(pe::HEADERS_READ)])
+        .map_err(|e| Error::usage(format!("the UKI just made: {e}")))?;
+    let version = pe::section_data(uki, ".sdmagic").and_then(pcr::stub_version);
+    let mut out = Vec::new();
+    for name in pcr::measured_sections(version) {
+        let Some(s) = sections.iter().find(|s| s.name == name) else {
+            continue;
+        };
+        if s.virtual_size == 0 {
+            continue;
+        }
+        let at = s.offset as usize;
+        let mut data = uki
+            .get(at..at + s.size as usize)
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "the UKI just made: its `{name}` section is past its end"
+                ))
+            })?
+            .to_vec();
+        data.resize(s.virtual_size as usize, 0);
+        out.push((name, data));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -345,6 +394,7 @@ mod tests {
             devicetree: None,
             arch,
             sbat: Vec::new(),
+            pcr: None,
         };
         let e = check_machines(&parts(None), &x64, &aa64).unwrap_err();
         assert!(

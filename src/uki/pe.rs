@@ -48,11 +48,14 @@ struct Headers {
     /// The certificate table's size (the data directory's): non-zero for a
     /// signed program.
     certificates: u32,
+    /// The debug directory's size: its entries hold file offsets.
+    debug: u32,
 }
 
 // Offsets of fields inside the PE32+ optional header.
 const SIZE_OF_INITIALIZED_DATA: usize = 8;
 const SIZE_OF_IMAGE: usize = 56;
+const SIZE_OF_HEADERS: usize = 60;
 const CHECKSUM: usize = 64;
 const SECTION_HEADER: usize = 40;
 /// IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ, what ukify gives the
@@ -67,6 +70,9 @@ fn headers(head: &[u8]) -> Result<Headers, String> {
         .map_err(|e| format!("not a 64-bit EFI program ({e})"))?;
     let certificates = directories
         .get(pe::IMAGE_DIRECTORY_ENTRY_SECURITY)
+        .map_or(0, |d| d.size.get(object::LittleEndian));
+    let debug = directories
+        .get(pe::IMAGE_DIRECTORY_ENTRY_DEBUG)
         .map_or(0, |d| d.size.get(object::LittleEndian));
     let table = nt
         .sections(head, offset)
@@ -106,6 +112,7 @@ fn headers(head: &[u8]) -> Result<Headers, String> {
         file_alignment: opt.file_alignment(),
         size_of_headers: opt.size_of_headers(),
         certificates,
+        debug,
     })
 }
 
@@ -196,8 +203,75 @@ pub fn image_checksum(data: &[u8], field_at: usize) -> u32 {
     (sum as u32).wrapping_add(data.len() as u32)
 }
 
-/// The stub with `add` appended as sections, in that order. Errors say what
-/// is wrong with the stub or the sections.
+/// `pe` with its headers grown by `need` bytes (rounded up to the file
+/// alignment) so that more section headers fit: every section's data moves
+/// that far on in the file (its place in memory stays), and SizeOfHeaders
+/// grows. Refused when the headers would reach the first section in memory,
+/// or when a debug directory (which holds file offsets) is there.
+fn grow_headers(pe: &[u8], h: &Headers, first_data: usize, need: usize) -> Result<Vec<u8>, String> {
+    let no_room = |why: &str| {
+        format!(
+            "no room for more section headers (the headers end at byte {}, the first \
+             section at {first_data}; {why})",
+            h.table_end
+        )
+    };
+    let shift = align_up(need as u64, h.file_alignment);
+    let size_of_headers = u64::from(h.size_of_headers) + shift;
+    let lowest_va = h
+        .sections
+        .iter()
+        .map(|s| u64::from(s.virtual_address))
+        .min()
+        .unwrap_or(u64::MAX);
+    if align_up(size_of_headers, h.section_alignment) > lowest_va {
+        return Err(no_room(
+            "growing them would reach the first section in memory",
+        ));
+    }
+    if h.debug != 0 {
+        return Err(no_room(
+            "its debug directory holds file offsets, which are not moved",
+        ));
+    }
+    if first_data > pe.len() {
+        return Err(format!(
+            "it ends at byte {} inside its own headers",
+            pe.len()
+        ));
+    }
+    let shift32 = shift as u32;
+    let mut out = Vec::with_capacity(pe.len() + shift as usize);
+    out.extend_from_slice(&pe[..first_data]);
+    out.resize(first_data + shift as usize, 0);
+    out.extend_from_slice(&pe[first_data..]);
+    let table = h.table_end - h.sections.len() * SECTION_HEADER;
+    for i in 0..h.sections.len() {
+        // PointerToRawData, PointerToRelocations, PointerToLinenumbers.
+        for field in [20, 24, 28] {
+            let at = table + i * SECTION_HEADER + field;
+            let v = get_u32(&out, at);
+            if v != 0 {
+                put_u32(&mut out, at, v.checked_add(shift32).ok_or("past 4 GiB")?);
+            }
+        }
+    }
+    let symbols = get_u32(&out, h.symbols_at);
+    if symbols != 0 {
+        put_u32(&mut out, h.symbols_at, symbols.saturating_add(shift32));
+    }
+    put_u32(
+        &mut out,
+        h.optional_at + SIZE_OF_HEADERS,
+        u32::try_from(size_of_headers).map_err(|_| "past 4 GiB".to_string())?,
+    );
+    Ok(out)
+}
+
+/// The stub with `add` appended as sections, in that order; the headers grow
+/// (the sections' data moving on in the file) when the new section headers
+/// do not fit before the first section's data. Errors say what is wrong
+/// with the stub or the sections.
 pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, String> {
     let h = headers(&stub[..stub.len().min(HEADERS_READ)])?;
     for a in [h.section_alignment, h.file_alignment] {
@@ -247,19 +321,20 @@ pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, St
         .unwrap_or(usize::MAX)
         .min(h.size_of_headers as usize);
     let table_end = h.table_end + add.len() * SECTION_HEADER;
-    if table_end > stub.len() {
+    if h.table_end > stub.len() {
         return Err(format!(
             "it ends at byte {} inside its own headers",
             stub.len()
         ));
     }
     if table_end > first_data {
-        return Err(format!(
-            "no room for {} more section headers (the headers end at byte {}, the first \
-             section at {first_data})",
-            add.len(),
-            h.table_end
-        ));
+        let grown = grow_headers(stub, &h, first_data, table_end - first_data).map_err(|e| {
+            e.replace(
+                "more section headers",
+                &format!("{} more section headers", add.len()),
+            )
+        })?;
+        return append_sections(&grown, add);
     }
     let mut va = h
         .sections
@@ -412,12 +487,37 @@ mod tests {
 
     #[test]
     fn a_stub_without_room_or_with_the_sections_is_refused() {
-        // The section table ends at 0x1b0: room for 2 more headers before 0x200.
+        // The section table ends at 0x1b0: room for 2 more headers before 0x200;
+        // 3 grow the headers to 0x400, moving .text's data there (its address
+        // stays); 92 would reach .text in memory at 0x1000.
         let stub = tiny_pe(0x200);
-        let many: Vec<(&str, &[u8])> = vec![(".a", b"x"); 3];
+        let two = append_sections(&stub, &[(".a", b"x"), (".b", b"y")]).unwrap();
+        assert_eq!(sections(&two).unwrap()[0].offset, 0x200);
+        let names = ["n0", "n1", "n2"];
+        let three: Vec<(&str, &[u8])> = names.iter().map(|n| (*n, &b"z"[..])).collect();
+        let uki = append_sections(&stub, &three).unwrap();
+        let s = sections(&uki).unwrap();
+        assert_eq!((s[0].offset, s[0].virtual_address), (0x400, 0x1000));
+        assert_eq!(&uki[0x400..0x410], &stub[0x200..0x210]);
+        assert_eq!(get_u32(&uki, 0x98 + SIZE_OF_HEADERS), 0x400);
+        assert_eq!(s.len(), 4);
+        assert_eq!(&uki[s[3].offset as usize..][..1], b"z");
+        let sum = get_u32(&uki, 0x98 + CHECKSUM);
+        assert_eq!(sum, image_checksum(&uki, 0x98 + CHECKSUM));
+        let names: Vec<String> = (0..92).map(|i| format!("s{i}")).collect();
+        let many: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
         let e = append_sections(&stub, &many).unwrap_err();
-        assert!(e.contains("no room for 3 more section headers"), "{e}");
-        assert!(append_sections(&stub, &many[..2]).is_ok());
+        assert!(
+            e.contains("no room for 92 more section headers")
+                && e.contains("reach the first section in memory"),
+            "{e}"
+        );
+        // A debug directory's file offsets would go stale: no growing.
+        let mut debug = tiny_pe(0x200);
+        put_u32(&mut debug, 0x98 + 112 + 6 * 8, 0x1000);
+        put_u32(&mut debug, 0x98 + 112 + 6 * 8 + 4, 28);
+        let e = append_sections(&debug, &three).unwrap_err();
+        assert!(e.contains("debug directory"), "{e}");
         let uki = append_sections(&stub, &[(".linux", b"kernel")]).unwrap();
         let e = append_sections(&uki, &[(".linux", b"again")]).unwrap_err();
         assert!(e.contains("already has a `.linux` section"), "{e}");
