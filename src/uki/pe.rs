@@ -240,6 +240,9 @@ fn grow_headers(pe: &[u8], h: &Headers, first_data: usize, need: usize) -> Resul
             pe.len()
         ));
     }
+    if first_data < h.table_end {
+        return Err(no_room("its sections' data starts inside its headers"));
+    }
     let shift32 = shift as u32;
     let mut out = Vec::with_capacity(pe.len() + shift as usize);
     out.extend_from_slice(&pe[..first_data]);
