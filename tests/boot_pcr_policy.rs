@@ -53,78 +53,37 @@ $b poweroff -f
     )
 }
 
-/// The enrolled disk, the TPM's state, the PCR key pair it trusts and another key,
-/// made once into the test assets: (dir, token).
+/// The enrolled disk, the TPM's state, the PCR key pair it trusts (`pcr.pem`) and
+/// another key (`other.pem`), made once into the test assets: (dir, token).
 fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf, String)> {
-    for (tool, pkg) in [
-        ("cryptsetup", "cryptsetup-bin"),
-        ("systemd-cryptenroll", "systemd"),
-        ("mke2fs", "e2fsprogs"),
-        ("openssl", "openssl"),
-    ] {
-        support::require_tool(tool, pkg)?;
-    }
-    let dir = support::cached_asset("pcr-policy-disk-v1", |dir| {
-        let e = |e: std::io::Error| e.to_string();
-        fs::create_dir_all(dir.join("tpm")).map_err(e)?;
-        for key in ["pcr", "other"] {
+    support::require_tool("openssl", "openssl")?;
+    crate::boot_tpm2::enrolled_disk(
+        kernel,
+        busybox,
+        swtpm,
+        "pcr-policy-disk-v2",
+        "pcr11",
+        PASSPHRASE,
+        &makeroot_script(),
+        |dir, stage, root| {
+            for key in ["pcr", "other"] {
+                support::try_run(
+                    Command::new("openssl")
+                        .args(["genrsa", "-out"])
+                        .arg(dir.join(format!("{key}.pem")))
+                        .arg("2048"),
+                )?;
+            }
             support::try_run(
                 Command::new("openssl")
-                    .args(["genrsa", "-out"])
-                    .arg(dir.join(format!("{key}.pem")))
-                    .arg("2048"),
+                    .args(["pkey", "-pubout", "-in"])
+                    .arg(dir.join("pcr.pem"))
+                    .arg("-out")
+                    .arg(stage.join("pcr-pub.pem")),
             )?;
-        }
-        let work = dir.join("work");
-        let stage = work.join("stage");
-        fs::create_dir_all(&stage).map_err(e)?;
-        support::try_run(
-            Command::new("openssl")
-                .args(["pkey", "-pubout", "-in"])
-                .arg(dir.join("pcr.pem"))
-                .arg("-out")
-                .arg(stage.join("pcr-pub.pem")),
-        )?;
-        let token = crate::boot_root::token("pcr11");
-        let s = crate::boot_root::staging(&work.join("root"), busybox, &token);
-        fs::write(s.join("sbin/init"), INIT).map_err(e)?;
-        fs::rename(&s, stage.join("root")).map_err(e)?;
-        fs::write(stage.join("passfile"), PASSPHRASE).map_err(e)?;
-        let disk = dir.join("root.img");
-        fs::File::create(&disk)
-            .and_then(|f| f.set_len(64 << 20))
-            .map_err(e)?;
-        let tpm = Swtpm::start(swtpm, &dir.join("tpm"))?;
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "-drive".into(),
-            format!("file={},format=raw,if=virtio", disk.display()).into(),
-        ];
-        args.extend(tpm.qemu_args());
-        crate::boot_storage::makeroot(
-            kernel,
-            "makeroot-tpm2.toml",
-            &work,
-            &[
-                "virtio_pci",
-                "virtio_blk",
-                "dm-mod",
-                "dm-crypt",
-                "algif_skcipher",
-                "xts",
-                "ext4",
-            ],
-            &makeroot_script(),
-            &stage,
-            args,
-            1024,
-        )?;
-        drop(tpm);
-        let _ = fs::remove_file(dir.join("tpm/swtpm.sock"));
-        fs::write(dir.join("token"), &token).map_err(e)?;
-        fs::remove_dir_all(&work).map_err(e)
-    })?;
-    let token = fs::read_to_string(dir.join("token")).unwrap();
-    Some((dir, token))
+            fs::write(root.join("sbin/init"), INIT).map_err(|e| e.to_string())
+        },
+    )
 }
 
 /// PCR 11 as `systemd-measure calculate` has it for the measured sections of `uki`
@@ -239,22 +198,13 @@ fn a_signed_pcr_policy_unlocks_updates_and_nothing_else() {
 
     let prompt = "Please enter passphrase";
     let boot = |name: &str, efi: &Path, secure: bool| {
-        let state = scratch.join(format!("tpm-{name}"));
-        fs::create_dir_all(&state).unwrap();
-        for e in fs::read_dir(dir.join("tpm")).unwrap().flatten() {
-            if e.file_type().unwrap().is_file() {
-                fs::copy(e.path(), state.join(e.file_name())).unwrap();
-            }
-        }
-        let tpm = Swtpm::start(&swtpm, &state).unwrap();
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "-drive".into(),
-            format!(
-                "file={},format=raw,if=virtio,snapshot=on",
-                dir.join("root.img").display()
-            )
-            .into(),
-        ];
+        let tpm = Swtpm::start_on_copy(
+            &swtpm,
+            &dir.join("tpm"),
+            &scratch.join(format!("tpm-{name}")),
+        )
+        .unwrap();
+        let mut args = crate::boot_tpm2::disk_args(&dir);
         args.extend(tpm.qemu_args());
         let esp = crate::uki::esp(&scratch, name, efi);
         let r = support::qemu_boot_with(

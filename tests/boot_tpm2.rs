@@ -50,6 +50,18 @@ impl Swtpm {
         Ok(t)
     }
 
+    /// Starts swtpm on a copy in `copy` of the TPM state in `state` (each boot on its
+    /// own copy of the disk's TPM).
+    pub(crate) fn start_on_copy(swtpm: &Path, state: &Path, copy: &Path) -> Result<Swtpm, String> {
+        fs::create_dir_all(copy).map_err(|e| e.to_string())?;
+        for e in fs::read_dir(state).map_err(|e| e.to_string())?.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_file()) {
+                fs::copy(e.path(), copy.join(e.file_name())).map_err(|e| e.to_string())?;
+            }
+        }
+        Swtpm::start(swtpm, copy)
+    }
+
     /// qemu's arguments for a TIS TPM on this swtpm.
     pub(crate) fn qemu_args(&self) -> Vec<std::ffi::OsString> {
         [
@@ -86,7 +98,7 @@ unset PASSWORD
 run /usr/sbin/cryptsetup luksDump /dev/vda
 $b grep -q systemd-tpm2 /tmp/out || fail "no systemd-tpm2 token after enrolling"
 run /usr/sbin/cryptsetup open --key-file /stage/passfile /dev/vda root
-run /usr/sbin/mke2fs -q -t ext4 -E nodiscard -U {FS_UUID} -d /stage/tpm2 /dev/mapper/root
+run /usr/sbin/mke2fs -q -t ext4 -E nodiscard -U {FS_UUID} -d /stage/root /dev/mapper/root
 run /usr/sbin/cryptsetup close root
 $b sync
 echo MAKEROOT-OK
@@ -95,9 +107,23 @@ $b poweroff -f
     )
 }
 
-/// The enrolled disk and the TPM's state, made once into the test assets: (dir,
-/// token).
-fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf, String)> {
+/// A LUKS2 disk (`disk.img`, 64 MiB) that `script` formats and enrolls in the makeroot
+/// guest (`tests/storage/makeroot-tpm2.toml`) with swtpm as its TPM, whose state is kept
+/// in `tpm/`; made once into the test asset `asset`. The guest finds the passphrase in
+/// /stage/passfile and the root's tree, holding a token named after `token_name`, in
+/// /stage/root; `prepare` adds to the asset and the stage first (asset dir, stage
+/// dir, the root's tree). (dir, token)
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn enrolled_disk(
+    kernel: &DebianKernel,
+    busybox: &Path,
+    swtpm: &Path,
+    asset: &str,
+    token_name: &str,
+    passphrase: &str,
+    script: &str,
+    prepare: impl FnOnce(&Path, &Path, &Path) -> Result<(), String>,
+) -> Option<(PathBuf, String)> {
     for (tool, pkg) in [
         ("cryptsetup", "cryptsetup-bin"),
         ("systemd-cryptenroll", "systemd"),
@@ -105,19 +131,21 @@ fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf,
     ] {
         support::require_tool(tool, pkg)?;
     }
-    let dir = support::cached_asset("tpm2-disk-v1", |dir| {
-        fs::create_dir_all(dir.join("tpm")).map_err(|e| e.to_string())?;
+    let dir = support::cached_asset(asset, |dir| {
+        let e = |e: std::io::Error| e.to_string();
+        fs::create_dir_all(dir.join("tpm")).map_err(e)?;
         let work = dir.join("work");
         let stage = work.join("stage");
-        fs::create_dir_all(&stage).map_err(|e| e.to_string())?;
-        let token = crate::boot_root::token("tpm2");
+        fs::create_dir_all(&stage).map_err(e)?;
+        let token = crate::boot_root::token(token_name);
         let s = crate::boot_root::staging(&work.join("root"), busybox, &token);
-        fs::rename(&s, stage.join("tpm2")).map_err(|e| e.to_string())?;
-        fs::write(stage.join("passfile"), PASSPHRASE).map_err(|e| e.to_string())?;
-        let disk = dir.join("tpm2.img");
+        prepare(dir, &stage, &s)?;
+        fs::rename(&s, stage.join("root")).map_err(e)?;
+        fs::write(stage.join("passfile"), passphrase).map_err(e)?;
+        let disk = dir.join("disk.img");
         fs::File::create(&disk)
             .and_then(|f| f.set_len(64 << 20))
-            .map_err(|e| e.to_string())?;
+            .map_err(e)?;
         let tpm = Swtpm::start(swtpm, &dir.join("tpm"))?;
         let mut args: Vec<std::ffi::OsString> = vec![
             "-drive".into(),
@@ -137,18 +165,30 @@ fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf,
                 "xts",
                 "ext4",
             ],
-            &makeroot_script(),
+            script,
             &stage,
             args,
             1024,
         )?;
         drop(tpm);
         let _ = fs::remove_file(dir.join("tpm/swtpm.sock"));
-        fs::write(dir.join("token"), &token).map_err(|e| e.to_string())?;
-        fs::remove_dir_all(&work).map_err(|e| e.to_string())
+        fs::write(dir.join("token"), &token).map_err(e)?;
+        fs::remove_dir_all(&work).map_err(e)
     })?;
     let token = fs::read_to_string(dir.join("token")).unwrap();
     Some((dir, token))
+}
+
+/// qemu's arguments for the enrolled disk in `dir` (each boot on a snapshot of it).
+pub(crate) fn disk_args(dir: &Path) -> Vec<std::ffi::OsString> {
+    vec![
+        "-drive".into(),
+        format!(
+            "file={},format=raw,if=virtio,snapshot=on",
+            dir.join("disk.img").display()
+        )
+        .into(),
+    ]
 }
 
 #[test]
@@ -162,7 +202,16 @@ fn systemd_opens_a_tpm2_enrolled_root_with_no_prompt_and_asks_without_the_tpm() 
     let Some(swtpm) = support::require_tool("swtpm", "swtpm") else {
         return;
     };
-    let Some((dir, token)) = disk(&kernel, &busybox, &swtpm) else {
+    let Some((dir, token)) = enrolled_disk(
+        &kernel,
+        &busybox,
+        &swtpm,
+        "tpm2-disk-v2",
+        "tpm2",
+        PASSPHRASE,
+        &makeroot_script(),
+        |_, _, _| Ok(()),
+    ) else {
         return;
     };
     let image = support::generic_image(&kernel, "systemd");
@@ -175,23 +224,9 @@ fn systemd_opens_a_tpm2_enrolled_root_with_no_prompt_and_asks_without_the_tpm() 
     let mut failed = Vec::new();
     for with_tpm in [true, false] {
         let scratch = Scratch::new("tpm2-boot");
-        // Each boot on its own copy of the disk's TPM.
-        fs::create_dir_all(scratch.join("tpm")).unwrap();
-        for e in fs::read_dir(dir.join("tpm")).unwrap().flatten() {
-            if e.file_type().unwrap().is_file() {
-                fs::copy(e.path(), scratch.join("tpm").join(e.file_name())).unwrap();
-            }
-        }
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "-drive".into(),
-            format!(
-                "file={},format=raw,if=virtio,snapshot=on",
-                dir.join("tpm2.img").display()
-            )
-            .into(),
-        ];
+        let mut args = disk_args(&dir);
         let tpm = if with_tpm {
-            let t = Swtpm::start(&swtpm, &scratch.join("tpm")).unwrap();
+            let t = Swtpm::start_on_copy(&swtpm, &dir.join("tpm"), &scratch.join("tpm")).unwrap();
             args.extend(t.qemu_args());
             Some(t)
         } else {

@@ -593,38 +593,50 @@ fn a_wrong_or_missing_passphrase_signs_and_installs_nothing() {
     fs::write(&wrong, "not-the-passphrase\n").unwrap();
     let out = dir.join("linux.efi");
     fs::write(&out, b"the UKI installed before").unwrap();
-    let sign = |extra: &[&std::ffi::OsStr]| {
-        support::run(
-            support::build_for(&kernel.version, &kernel.modules_dir())
-                .arg(&manifest)
+    // A UKI build with `args`, PATH set to `path` if given, off a terminal: refused
+    // with a message saying `why`, the installed UKI left as it was.
+    let refused = |args: &[&std::ffi::OsStr], path: Option<&str>, why: &str| {
+        let mut cmd = support::build_for(&kernel.version, &kernel.modules_dir());
+        if let Some(p) = path {
+            cmd.env("PATH", p);
+        }
+        let o = support::run(
+            cmd.arg(&manifest)
                 .args(["--uki", "--kernel"])
                 .arg(&kernel.vmlinuz)
-                .args(["--cmdline", "root=/dev/vda", "--sign-key"])
-                .arg(&key)
-                .arg("--sign-cert")
-                .arg(&cert)
-                .args(extra)
+                .args(["--cmdline", "root=/dev/vda"])
+                .args(args)
                 .arg("-o")
                 .arg(&out)
                 .stdin(std::process::Stdio::null()),
-        )
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(why), "{err}");
+        assert!(!err.contains("composer: wrote"), "it built: {err}");
+        assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
+        err.into_owned()
     };
-    let o = sign(&["--sign-passphrase-file".as_ref(), wrong.as_os_str()]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("the passphrase does not open the signing key"),
-        "{err}"
+    let signing: [&std::ffi::OsStr; 4] = [
+        "--sign-key".as_ref(),
+        key.as_os_str(),
+        "--sign-cert".as_ref(),
+        cert.as_os_str(),
+    ];
+    refused(
+        &[
+            &signing[..],
+            &["--sign-passphrase-file".as_ref(), wrong.as_os_str()],
+        ]
+        .concat(),
+        None,
+        "the passphrase does not open the signing key",
     );
-    assert!(!err.contains("composer: wrote"), "it built: {err}");
-    let o = sign(&[]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("is encrypted, and there is no passphrase to open it"),
-        "{err}"
+    refused(
+        &signing,
+        None,
+        "is encrypted, and there is no passphrase to open it",
     );
-    assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
 
     // A PCR public key that is not the PCR private key's: refused before anything
     // is built (the policies would never verify).
@@ -643,23 +655,19 @@ fn a_wrong_or_missing_passphrase_signs_and_installs_nothing() {
             .arg("-out")
             .arg(dir.join("pcr-b.pub")),
     );
-    let o = support::run(
-        support::build_for(&kernel.version, &kernel.modules_dir())
-            .arg(&manifest)
-            .args(["--uki", "--kernel"])
-            .arg(&kernel.vmlinuz)
-            .args(["--cmdline", "root=/dev/vda", "--pcr-private-key"])
-            .arg(dir.join("pcr-a.pem"))
-            .arg("--pcr-public-key")
-            .arg(dir.join("pcr-b.pub"))
-            .args(["--phases", "enter-initrd"])
-            .arg("-o")
-            .arg(&out),
+    let (pcr_a, pcr_b) = (dir.join("pcr-a.pem"), dir.join("pcr-b.pub"));
+    refused(
+        &[
+            "--pcr-private-key".as_ref(),
+            pcr_a.as_os_str(),
+            "--pcr-public-key".as_ref(),
+            pcr_b.as_os_str(),
+            "--phases".as_ref(),
+            "enter-initrd".as_ref(),
+        ],
+        None,
+        "is not the public key of",
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("is not the public key of"), "{err}");
-    assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
 
     // A signed UKI that sbverify does not accept (an sbverify that says so, first
     // on PATH) is not written.
@@ -679,29 +687,16 @@ fn a_wrong_or_missing_passphrase_signs_and_installs_nothing() {
     );
     let right = dir.join("right");
     fs::write(&right, "snakeoil\n").unwrap();
-    let o = support::run(
-        support::build_for(&kernel.version, &kernel.modules_dir())
-            .env("PATH", path)
-            .arg(&manifest)
-            .args(["--uki", "--kernel"])
-            .arg(&kernel.vmlinuz)
-            .args(["--cmdline", "root=/dev/vda", "--sign-key"])
-            .arg(&key)
-            .arg("--sign-cert")
-            .arg(&cert)
-            .arg("--sign-passphrase-file")
-            .arg(&right)
-            .arg("-o")
-            .arg(&out),
+    let err = refused(
+        &[
+            &signing[..],
+            &["--sign-passphrase-file".as_ref(), right.as_os_str()],
+        ]
+        .concat(),
+        Some(&path),
+        "the signed UKI does not verify against",
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("the signed UKI does not verify against")
-            && err.contains("Signature verification failed"),
-        "{err}"
-    );
-    assert_eq!(fs::read(&out).unwrap(), b"the UKI installed before");
+    assert!(err.contains("Signature verification failed"), "{err}");
     let left: Vec<_> = fs::read_dir(&*dir)
         .unwrap()
         .flatten()
