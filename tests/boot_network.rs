@@ -1305,3 +1305,215 @@ fn ssh_unlock_holds_no_local_root_for_the_network_with_the_shell_init() {
 fn ssh_unlock_holds_no_local_root_for_the_network_with_systemd() {
     ssh_unlock_holds_no_local_root("systemd");
 }
+
+/// Tang's port on the namespace's address.
+const TANG_PORT: u16 = 7500;
+
+/// The LUKS2 -> LVM disk of `luks_lvm_disk` with a key slot bound by clevis to a Tang
+/// server at SERVER:TANG_PORT (`clevis luks bind -d DISK tang '{"url":...,"adv":...}'`:
+/// the server's advertisement given, as when a machine is provisioned before its
+/// first boot; the slot is the same one a bind over the network writes), and the
+/// server's key database (tangd-keygen): made once. The disk and the database.
+fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf)> {
+    for (tool, pkg) in [
+        ("clevis", "clevis"),
+        ("clevis-luks-bind", "clevis-luks"),
+        ("jose", "jose"),
+        ("curl", "curl"),
+        ("socat", "socat"),
+        ("/usr/libexec/tangd", "tang"),
+        ("/usr/libexec/tangd-keygen", "tang"),
+    ] {
+        support::require_tool(tool, pkg)?;
+    }
+    let (disk, _) = luks_lvm_disk(&env.kernel, &env.busybox)?;
+    let dir = support::cached_asset("tang-luks-lvm-v1", |tmp| {
+        let run = |c: &mut Command| -> Result<std::process::Output, String> {
+            let out = c.output().map_err(|e| format!("{c:?}: {e}"))?;
+            if out.status.success() {
+                Ok(out)
+            } else {
+                Err(format!(
+                    "{c:?}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
+        let copy = tmp.join("disk.img");
+        run(Command::new("cp")
+            .arg("--sparse=always")
+            .arg(&disk)
+            .arg(&copy))?;
+        let db = tmp.join("db");
+        fs::create_dir_all(&db).map_err(|e| e.to_string())?;
+        run(Command::new("/usr/libexec/tangd-keygen").arg(&db))?;
+        // The advertisement: what tangd answers to GET /adv (its HTTP body).
+        let mut tangd = Command::new("/usr/libexec/tangd")
+            .arg(&db)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        std::io::Write::write_all(
+            tangd.stdin.as_mut().unwrap(),
+            b"GET /adv HTTP/1.1\r\nHost: tang\r\n\r\n",
+        )
+        .map_err(|e| e.to_string())?;
+        drop(tangd.stdin.take());
+        let out = tangd.wait_with_output().map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .ok_or_else(|| format!("tangd's answer to GET /adv has no body: {text}"))?;
+        let adv = tmp.join("adv.jws");
+        fs::write(&adv, body).map_err(|e| e.to_string())?;
+        let pass = tmp.join("pass");
+        fs::write(&pass, crate::boot_storage::PASSPHRASE).map_err(|e| e.to_string())?;
+        let config = format!(
+            "{{\"url\":\"http://{SERVER}:{TANG_PORT}\",\"adv\":\"{}\"}}",
+            adv.display()
+        );
+        run(Command::new("clevis")
+            .args(["luks", "bind", "-y", "-k"])
+            .arg(&pass)
+            .arg("-d")
+            .arg(&copy)
+            .args(["tang", &config]))?;
+        let list = run(Command::new("clevis")
+            .args(["luks", "list", "-d"])
+            .arg(&copy))?;
+        let list = String::from_utf8_lossy(&list.stdout).into_owned();
+        if !list.contains("tang") {
+            return Err(format!("clevis luks list shows no tang binding: {list}"));
+        }
+        fs::remove_file(&pass).map_err(|e| e.to_string())?;
+        fs::remove_file(&adv).map_err(|e| e.to_string())
+    })?;
+    Some((dir.join("disk.img"), dir.join("db")))
+}
+
+/// tangd serving `db` on SERVER:TANG_PORT in the namespace, one tangd a connection
+/// (socat in its place of systemd's socket activation); it ends with the namespace.
+fn tang_server(ns: &Netns, db: &Path) {
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "socat"])
+        .arg(format!(
+            "TCP-LISTEN:{TANG_PORT},bind={SERVER},reuseaddr,fork"
+        ))
+        .arg(format!("EXEC:/usr/libexec/tangd {}", db.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("socat starts");
+    // Reaped by a thread: the namespace's end kills it.
+    std::thread::spawn(move || {
+        let mut child = child;
+        let _ = child.wait();
+    });
+    // Listening before the guest asks.
+    for _ in 0..50 {
+        let listening = Command::new("ip")
+            .args(["netns", "exec", &ns.name, "ss", "-Hltn"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains(&format!(":{TANG_PORT}")))
+            .unwrap_or(false);
+        if listening {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("tangd (socat) does not listen on {SERVER}:{TANG_PORT}");
+}
+
+/// Tang unlock (the clevis profile): the LUKS2 -> LVM root's volume bound to a tangd
+/// in the test's namespace, the guest on DHCP (no ip=: the network comes up for the
+/// bound volume). With the server there, the root boots with nothing typed and the
+/// console says Tang opened it; with the server gone, the prompt shows before the
+/// tries end at rd.timeout (the message that they ended comes after it), and the
+/// passphrase typed 25 s after the prompt (past rd.timeout=15) boots.
+#[test]
+fn a_root_bound_to_tang_unlocks_with_the_shell_init() {
+    tang_unlock("shell");
+}
+
+#[test]
+fn a_root_bound_to_tang_unlocks_with_systemd() {
+    tang_unlock("systemd");
+}
+
+fn tang_unlock(init: &'static str) {
+    let Some(env) = env(init) else {
+        return;
+    };
+    let Some((disk, db)) = tang_disk(&env) else {
+        return;
+    };
+    let Some((_, token)) = luks_lvm_disk(&env.kernel, &env.busybox) else {
+        return;
+    };
+    let image = support::shared_image(
+        &env.kernel,
+        &format!("clevis-{init}"),
+        &format!("include = [\"generic\", \"clevis\"]\ninit = \"{init}\"\n"),
+    );
+    let env = Env { image, ..env };
+    let work = Scratch::new("tang");
+    let boot_disk = |ns: &Netns, what: &str, answers: Vec<(String, String)>, delay: u64| {
+        let opts = BootOptions {
+            timeout: Duration::from_secs(300),
+            answer_delay: Duration::from_secs(delay),
+            extra_args: vec![
+                "-drive".into(),
+                format!("file={},format=raw,snapshot=on,if=virtio", disk.display()).into(),
+            ],
+            answers,
+            ..BootOptions::default()
+        };
+        let append = format!(
+            "root=/dev/cmpnbd/root rd.luks.uuid={NBD_LUKS_UUID} rd.lvm.vg=cmpnbd rd.timeout=15"
+        );
+        boot(&env, ns, what, &append, opts)
+    };
+    let mut failed = Vec::new();
+
+    let ns = Netns::new("tang");
+    dhcp_server(&env, &ns, work.path(), &[]);
+    tang_server(&ns, &db);
+    let console = boot_disk(&ns, "Tang unlock", Vec::new(), 0);
+    if !booted(&console, &token) {
+        failed.push("with the server there, nothing typed: no root".to_string());
+    }
+    if !console.contains("with Tang") {
+        failed.push("with the server there: the console does not say Tang opened it".into());
+    }
+    if let Some(l) = missing_program(&console) {
+        failed.push(format!("with the server there: {l}"));
+    }
+    drop(ns);
+
+    // No server: only DHCP answers.
+    let ns = Netns::new("notang");
+    dhcp_server(&env, &ns, work.path(), &[]);
+    let prompt = crate::boot_storage::passphrase(init, 1);
+    let console = boot_disk(&ns, "Tang server gone", prompt.clone(), 25);
+    if !booted(&console, &token) {
+        failed.push("with no server, the passphrase typed: no root".into());
+    }
+    let asked = console.find(&prompt[0].0);
+    let gave_up = console.find("no Tang server");
+    match (asked, gave_up) {
+        (Some(a), Some(g)) if a < g => {}
+        _ => failed.push(format!(
+            "with no server: the prompt (at {asked:?}) does not come before the tries end \
+             at rd.timeout (at {gave_up:?})"
+        )),
+    }
+    if console.contains("with Tang") {
+        failed.push("with no server: the console says Tang opened the root".into());
+    }
+    assert!(failed.is_empty(), "{init}: {}", failed.join("; "));
+}

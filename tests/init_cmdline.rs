@@ -454,3 +454,50 @@ show mips
         lines[5]
     );
 }
+
+/// composer-clevis with a stand-in for clevis (`COMPOSER_CLEVIS`): `bound` is true
+/// only for a device `clevis luks list` shows a slot of; `key` writes the key of the
+/// first listed slot `clevis luks pass` decrypts (slot 1's server fails here, slot
+/// 2's answers) and nothing else, and is false with no output when none does.
+#[test]
+fn composer_clevis_finds_the_bound_slots_and_the_first_key_that_decrypts() {
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let scratch = Scratch::new("init-clevis");
+    let fake = scratch.join("clevis");
+    std::fs::write(
+        &fake,
+        r#"#!/bin/sh
+case "$1 $2 $4" in
+"luks list /dev/bound") printf '%s\n' "1: tang '{\"url\":\"http://10.0.0.1\"}'" "2: sss '{\"t\":1}'" ;;
+"luks list /dev/plain") ;;
+"luks pass /dev/bound") [ "$6" = 2 ] && printf 'key-of-slot-2' || exit 1 ;;
+*) exit 1 ;;
+esac
+"#,
+    )
+    .unwrap();
+    support::run_ok(Command::new("chmod").arg("0755").arg(&fake));
+    let script = init_dir().join("composer-clevis");
+    let run = |args: &[&str]| {
+        Command::new(&busybox)
+            .arg("sh")
+            .arg(&script)
+            .args(args)
+            .env("COMPOSER_CLEVIS", &fake)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&["bound", "/dev/bound"]).status.success());
+    assert!(!run(&["bound", "/dev/plain"]).status.success());
+    let key = run(&["key", "/dev/bound"]);
+    assert!(key.status.success());
+    assert_eq!(String::from_utf8_lossy(&key.stdout), "key-of-slot-2");
+    let none = run(&["key", "/dev/plain"]);
+    assert!(!none.status.success());
+    assert!(none.stdout.is_empty());
+    let usage = run(&["open", "/dev/bound"]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(usage.stdout.is_empty());
+}

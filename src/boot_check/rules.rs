@@ -226,6 +226,7 @@ mod tests {
                         crypttab: None,
                         ciphers: Vec::new(),
                         tpm2_token: false,
+                        clevis_token: false,
                     }),
                     vec![5],
                 ),

@@ -36,7 +36,7 @@ mod keys;
 mod modules;
 mod omit;
 mod segments;
-mod stack;
+pub(crate) mod stack;
 mod systemd;
 mod systemd_handover;
 mod systemd_layers;

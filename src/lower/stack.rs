@@ -77,9 +77,13 @@ pub(crate) fn running(root: &Path) -> std::result::Result<Stack, String> {
 /// `[stack]` merged over the documents: a later setting replaces an
 /// earlier one. (from_root, keyfiles, where the table is)
 fn asked(loaded: &Loaded) -> Option<(bool, Origin)> {
+    asked_in(&loaded.docs)
+}
+
+fn asked_in(docs: &[crate::manifest::load::Doc]) -> Option<(bool, Origin)> {
     let mut from_root = None;
     let mut keyfiles = false;
-    for doc in &loaded.docs {
+    for doc in docs {
         let Some(s) = &doc.manifest.stack else {
             continue;
         };
@@ -92,6 +96,19 @@ fn asked(loaded: &Loaded) -> Option<(bool, Origin)> {
     }
     let (on, origin) = from_root?;
     on.then_some((keyfiles, origin))
+}
+
+/// With `[stack] from_root`, the LUKS volumes of the running root bound to
+/// a Tang server (a clevis token in their header), and where `[stack]` is:
+/// the loader then takes the clevis profile (clevis, jose, curl and the
+/// network's pieces), which an image for any other root goes without.
+pub(crate) fn bound_to_tang(
+    docs: &[crate::manifest::load::Doc],
+    root: &Path,
+) -> Option<(Vec<String>, Origin)> {
+    let (_, origin) = asked_in(docs)?;
+    let volumes = crate::stack::bound_to_tang(&running(root).ok()?);
+    (!volumes.is_empty()).then_some((volumes, origin))
 }
 
 /// Whether `[stack] from_root` is in effect.
@@ -486,6 +503,20 @@ mod tests {
             .find(|a| a.dest == b"/etc/crypttab")
             .unwrap();
         assert!(file_text(tab).contains("/etc/keys/root.key"));
+
+        // A volume bound to a Tang server (a clevis token): named for the
+        // clevis profile the loader then takes; without the token, none is.
+        assert!(crate::stack::bound_to_tang(&stack).is_empty());
+        let mut tang = stack.clone();
+        for l in &mut tang.layers {
+            if let Layer::Crypt(c) = &mut l.kind {
+                c.clevis_token = true;
+            }
+        }
+        assert_eq!(
+            crate::stack::bound_to_tang(&tang),
+            [format!("luks-{LUKS_UUID}")]
+        );
 
         // A volume the root's crypttab unlocks with the TPM: the TPM2 libraries
         // (said when missing) and drivers.

@@ -92,13 +92,7 @@ impl Loaded {
 
     /// The document named like profile `name` (`NAME.toml`), if it is in.
     pub fn profile(&self, name: &str) -> Option<&Doc> {
-        let file = format!("{name}.toml");
-        self.docs.iter().find(|d| {
-            d.place.profile() == Some(name)
-                || Path::new(&*d.file)
-                    .file_name()
-                    .is_some_and(|n| n == file.as_str())
-        })
+        self.docs.iter().find(|d| is_profile(d, name))
     }
 
     /// Where document `i` stands in the order `[omit]` follows: its place,
@@ -576,6 +570,20 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         InitSpec::Systemd => Some("init-systemd"),
         InitSpec::None | InitSpec::Auto => None,
     };
+    // Hostonly: a root on a LUKS volume bound to a Tang server needs the
+    // clevis profile (and the network's pieces it includes); any other root
+    // goes without them.
+    if !loader.docs.iter().any(|d| is_profile(d, "clevis")) {
+        let root = settings_root(&loader, opts)?;
+        if let Some((volumes, at)) = crate::lower::stack::bound_to_tang(&loader.docs, &root) {
+            let at = at.with_rule(format!(
+                "[stack] {} bound to a Tang server (a clevis token)",
+                volumes.join(", ")
+            ));
+            let p = loader.profile("clevis", &at)?;
+            loader.load(&p, Some(at))?;
+        }
+    }
     let init_docs = loader.docs.len();
     if let Some(name) = profile {
         let at = init_at.unwrap_or_else(|| cli.clone());
@@ -799,6 +807,15 @@ fn auto_init(root: &Path, profile: &Path) -> Result<(InitSpec, String)> {
 }
 
 /// The source root the documents (and `--root`) name.
+/// Whether `doc` is profile `name`: the profile itself, or a document named
+/// like it (`NAME.toml`), from wherever it was found.
+fn is_profile(doc: &Doc, name: &str) -> bool {
+    doc.place.profile() == Some(name)
+        || Path::new(&*doc.file)
+            .file_name()
+            .is_some_and(|n| n.to_str() == Some(&format!("{name}.toml")))
+}
+
 fn settings_root(loader: &Loader, opts: &LoadOptions) -> Result<PathBuf> {
     if let Some(r) = &opts.root {
         return Ok(r.clone());

@@ -32,6 +32,7 @@ const FILES: &[(&str, &str)] = &[
         "ssh-unlock.toml",
         include_str!("../../profiles/ssh-unlock.toml"),
     ),
+    ("clevis.toml", include_str!("../../profiles/clevis.toml")),
     (
         "init-systemd.toml",
         include_str!("../../profiles/init-systemd.toml"),
@@ -147,6 +148,18 @@ const FILES: &[(&str, &str)] = &[
     (
         "init/composer-ssh.path",
         include_str!("../../profiles/init/composer-ssh.path"),
+    ),
+    (
+        "init/composer-clevis",
+        include_str!("../../profiles/init/composer-clevis"),
+    ),
+    (
+        "init/composer-clevis.path",
+        include_str!("../../profiles/init/composer-clevis.path"),
+    ),
+    (
+        "init/composer-clevis.service",
+        include_str!("../../profiles/init/composer-clevis.service"),
     ),
     (
         "init/composer-unlock",
@@ -318,6 +331,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-net-root",
             "init/composer-ssh",
             "init/composer-unlock",
+            "init/composer-clevis",
             "init/composer-image-generator",
             "init/composer-live-root",
         ],

@@ -104,6 +104,9 @@ pub struct Header {
     pub ciphers: Vec<String>,
     /// A `systemd-tpm2` token is enrolled.
     pub tpm2: bool,
+    /// A `clevis` token is (a key slot bound to a Tang server, or a
+    /// policy of several, by `clevis luks bind`).
+    pub clevis: bool,
 }
 
 /// The header of the LUKS device at `path` (a block device; a regular
@@ -115,6 +118,7 @@ pub fn read_header(path: &Path) -> Header {
     Header {
         ciphers: ciphers_of(&buf),
         tpm2: has_tpm2_token(&buf),
+        clevis: has_clevis_token(&buf),
     }
 }
 
@@ -138,11 +142,24 @@ fn read_header_bytes(path: &Path) -> Option<Vec<u8>> {
 /// Whether the LUKS2 header in `buf` holds a `systemd-tpm2` token (a key
 /// slot enrolled with `systemd-cryptenroll --tpm2-device`).
 pub fn has_tpm2_token(buf: &[u8]) -> bool {
+    has_token(buf, b"\"systemd-tpm2\"")
+}
+
+/// Whether the LUKS2 header in `buf` holds a `clevis` token (a key slot
+/// bound with `clevis luks bind`; LUKS1 keeps clevis' bindings in
+/// luksmeta's area, which is not read here).
+pub fn has_clevis_token(buf: &[u8]) -> bool {
+    has_token(buf, b"\"clevis\"")
+}
+
+/// Whether the JSON area of the LUKS2 header in `buf` names `quoted` (a
+/// token type, with its quotes: no other field of the area takes such a
+/// value).
+fn has_token(buf: &[u8], quoted: &[u8]) -> bool {
     buf.get(..8) == Some(b"LUKS\xba\xbe\x00\x02".as_slice())
-        && buf.get(4096..).is_some_and(|json| {
-            let key = b"\"systemd-tpm2\"";
-            cstr(json).windows(key.len()).any(|w| w == key)
-        })
+        && buf
+            .get(4096..)
+            .is_some_and(|json| cstr(json).windows(quoted.len()).any(|w| w == quoted))
 }
 
 /// The kernel module names and aliases a cipher specification asks for:
@@ -230,6 +247,7 @@ mod tests {
         assert!(has_tpm2_token(&luks2(json, 16384)));
         assert!(!has_tpm2_token(&luks2(r#"{"tokens":{}}"#, 16384)));
         assert!(!has_tpm2_token(&luks1("aes", "xts-plain64")));
+        assert!(!has_clevis_token(&luks2(json, 16384)));
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("h");
         std::fs::write(&p, luks2(json, 16384)).unwrap();
@@ -237,7 +255,28 @@ mod tests {
             read_header(&p),
             Header {
                 ciphers: vec!["aes-xts-plain64".into()],
-                tpm2: true
+                tpm2: true,
+                clevis: false,
+            }
+        );
+    }
+
+    #[test]
+    fn a_clevis_token_is_seen() {
+        let json = r#"{"keyslots":{"0":{"type":"luks2"},"1":{"type":"luks2"}},"tokens":{"0":{"type":"clevis","keyslots":["1"],"jwe":{"ciphertext":"","encrypted_key":"","iv":"","protected":"eyJhbGciOiJFQ0RILUVTIiwiY2xldmlzIjp7InBpbiI6InRhbmcifX0","tag":""}}},"segments":{"0":{"encryption":"aes-xts-plain64"}}}"#;
+        assert!(has_clevis_token(&luks2(json, 16384)));
+        assert!(!has_tpm2_token(&luks2(json, 16384)));
+        assert!(!has_clevis_token(&luks2(r#"{"tokens":{}}"#, 16384)));
+        assert!(!has_clevis_token(&luks1("aes", "xts-plain64")));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("h");
+        std::fs::write(&p, luks2(json, 16384)).unwrap();
+        assert_eq!(
+            read_header(&p),
+            Header {
+                ciphers: vec!["aes-xts-plain64".into()],
+                tpm2: false,
+                clevis: true,
             }
         );
     }

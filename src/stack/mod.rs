@@ -87,7 +87,7 @@ pub use model::{
     Filesystem, Kind, Layer, LayerId, Loop, LvKind, Lvm, Mapper, Md, Multipath, Partition, Remote,
     Stack, Verity,
 };
-pub use needs::{describe, needs, Need, TPM2_LIBRARIES};
+pub use needs::{bound_to_tang, describe, needs, Need, TPM2_LIBRARIES};
 pub use superblock::read_bounded;
 pub use sysfs::{
     mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH,

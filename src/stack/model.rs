@@ -126,6 +126,8 @@ pub struct Crypt {
     pub ciphers: Vec<String>,
     /// The header holds a systemd-tpm2 token (TPM2 unlock).
     pub tpm2_token: bool,
+    /// The header holds a clevis token (Tang unlock).
+    pub clevis_token: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

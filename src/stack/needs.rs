@@ -116,6 +116,19 @@ fn uses_tpm2(stack: &Stack, c: &Crypt) -> bool {
             })
 }
 
+/// The LUKS volumes under the mounts whose header holds a clevis token
+/// (bound to a Tang server): the image needs the clevis profile for them.
+pub fn bound_to_tang(stack: &Stack) -> Vec<String> {
+    stack
+        .top_down()
+        .into_iter()
+        .filter_map(|id| match &stack.layers[id].kind {
+            Kind::Crypt(c) if c.clevis_token => Some(c.name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A LUKS layer's modules and programs: cryptsetup decrypts key slots
 /// through the crypto user interface; dm-crypt asks for the data's cipher
 /// by name. A header that could not be read: LUKS2's default cipher.

@@ -499,6 +499,7 @@ impl<'a> Reader<'a> {
                 crypttab: None,
                 ciphers: header.ciphers,
                 tpm2_token: header.tpm2,
+                clevis_token: header.clevis,
             });
         }
         if let Some(rest) = uuid.strip_prefix("LVM-") {
