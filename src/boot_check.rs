@@ -741,7 +741,7 @@ fn fix_for(kind: &Kind) -> String {
 /// The running machine's stack under `/` and `/usr`, with the crypttab of
 /// `root` (read once per process, as a build reads it).
 pub fn running_stack(root: &std::path::Path) -> crate::error::Result<Stack> {
-    crate::lower::running_stack(root).map_err(|e| {
+    crate::stack::running(root).map_err(|e| {
         crate::error::Error::usage(format!(
             "cannot follow the root filesystem down to its devices: {e}"
         ))

@@ -36,13 +36,13 @@ mod keys;
 mod modules;
 mod omit;
 mod segments;
-pub(crate) mod stack;
+mod stack;
 mod systemd;
 mod systemd_handover;
 mod systemd_layers;
 
 pub use early::DEFAULT_ACPI_DIR;
-pub(crate) use stack::{is_key_path, running as running_stack};
+pub(crate) use stack::is_key_path;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;

@@ -392,7 +392,7 @@ pub(super) fn add_all(
                 sel.add_host(&scan, &request);
             }
             What::RootFs => {
-                let stack = super::stack::running(&loaded.root).map_err(|e| {
+                let stack = crate::stack::running(&loaded.root).map_err(|e| {
                     Error::at(
                         r.origin.clone(),
                         format!("rootfs mode cannot follow the root filesystem down to its devices: {e}"),

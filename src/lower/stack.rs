@@ -5,8 +5,7 @@
 //! (the root's own files are read, never copied), with the key files the
 //! root's crypttab names when `keyfiles` allows.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 use super::item::{Added, Found};
 use crate::entry::{Kind, Links, Origin};
@@ -16,99 +15,10 @@ use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
 use crate::stack::{Kind as Layer, Remote, Stack};
 
-/// The most of a crypttab read.
-const MAX_CRYPTTAB: usize = 1 << 20;
-
-/// The mount points whose stacks an image brings up.
-pub(super) const MOUNTS: [&str; 2] = ["/", "/usr"];
-
-/// The running machine's stack under [`MOUNTS`] of `root`, with the crypttab
-/// of that root; read once per process and root. For a root that is not
-/// `/`, the filesystem holding it (a mounted target, or the running root
-/// for a directory in it) and its own `usr` mount stand for `/` and `/usr`,
-/// named so.
-pub(crate) fn running(root: &Path) -> std::result::Result<Stack, String> {
-    type Memo = Option<(PathBuf, std::result::Result<Stack, String>)>;
-    static READ: Mutex<Memo> = Mutex::new(None);
-    let mut memo = READ.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((at, stack)) = memo.as_ref() {
-        if at == root {
-            return stack.clone();
-        }
-    }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let crypttab = Root::new(root)
-        .resolve(Path::new("/etc/crypttab"), true)
-        .ok()
-        .and_then(|p| crate::stack::read_bounded(&p, MAX_CRYPTTAB))
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let sources = crate::stack::Sources {
-        sys: Path::new("/sys"),
-        dev: Some(Path::new("/dev")),
-        mountinfo: &mountinfo,
-        crypttab: &crypttab,
-    };
-    let stack = if root == Path::new("/") {
-        crate::stack::read(&sources, &MOUNTS)
-    } else {
-        let dir = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-        let dir = dir.to_string_lossy();
-        let top = crate::stack::mount_holding(&mountinfo, &dir).unwrap_or_else(|| "/".into());
-        let usr = format!("{}/usr", dir.trim_end_matches('/'));
-        crate::stack::read(&sources, &[&top, &usr]).map(|mut s| {
-            for l in &mut s.layers {
-                if let Layer::Filesystem(f) = &mut l.kind {
-                    if f.mountpoint == top {
-                        f.mountpoint = MOUNTS[0].into();
-                    } else if f.mountpoint == usr {
-                        f.mountpoint = MOUNTS[1].into();
-                    }
-                }
-            }
-            s
-        })
-    }
-    .map_err(|e| e.to_string());
-    *memo = Some((root.to_path_buf(), stack.clone()));
-    stack
-}
-
-/// `[stack]` merged over the documents: a later setting replaces an
-/// earlier one. (from_root, keyfiles, where the table is)
+/// `[stack]` merged over the documents: (keyfiles, where the table is)
+/// when from_root is on.
 fn asked(loaded: &Loaded) -> Option<(bool, Origin)> {
-    asked_in(&loaded.docs)
-}
-
-fn asked_in(docs: &[crate::manifest::load::Doc]) -> Option<(bool, Origin)> {
-    let mut from_root = None;
-    let mut keyfiles = false;
-    for doc in docs {
-        let Some(s) = &doc.manifest.stack else {
-            continue;
-        };
-        if let Some(f) = s.value.from_root {
-            from_root = Some((f, doc.origin(s.pos)));
-        }
-        if let Some(k) = s.value.keyfiles {
-            keyfiles = k;
-        }
-    }
-    let (on, origin) = from_root?;
-    on.then_some((keyfiles, origin))
-}
-
-/// With `[stack] from_root`, the LUKS volumes of the running root bound to
-/// a Tang server (a clevis token in their header), and where `[stack]` is:
-/// the loader then takes the clevis profile (clevis, jose, curl and the
-/// network's pieces), which an image for any other root goes without.
-pub(crate) fn bound_to_tang(
-    docs: &[crate::manifest::load::Doc],
-    root: &Path,
-) -> Option<(Vec<String>, Origin)> {
-    let (_, origin) = asked_in(docs)?;
-    let volumes = crate::stack::bound_to_tang(&running(root).ok()?);
-    (!volumes.is_empty()).then_some((volumes, origin))
+    crate::manifest::load::stack_asked(&loaded.docs)
 }
 
 /// Whether `[stack] from_root` is in effect.
@@ -125,7 +35,7 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
             warnings: Vec::new(),
         });
     };
-    let stack = running(&loaded.root).map_err(|e| {
+    let stack = crate::stack::running(&loaded.root).map_err(|e| {
         Error::at(
             origin.clone(),
             format!("[stack] cannot follow the root filesystem down to its devices: {e}"),

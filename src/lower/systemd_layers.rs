@@ -88,7 +88,7 @@ fn have(loaded: &Loaded) -> Have {
     if !super::stack::from_root(loaded) {
         return Have::ALL;
     }
-    let Ok(stack) = super::stack::running(&loaded.root) else {
+    let Ok(stack) = crate::stack::running(&loaded.root) else {
         return Have::ALL;
     };
     let mut have = if loaded.has_profile("storage") {

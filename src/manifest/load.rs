@@ -575,7 +575,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     // goes without them.
     if !loader.docs.iter().any(|d| is_profile(d, "clevis")) {
         let root = settings_root(&loader, opts)?;
-        if let Some((volumes, at)) = crate::lower::stack::bound_to_tang(&loader.docs, &root) {
+        if let Some((volumes, at)) = bound_to_tang(&loader.docs, &root) {
             let at = at.with_rule(format!(
                 "[stack] {} bound to a Tang server (a clevis token)",
                 volumes.join(", ")
@@ -807,6 +807,36 @@ fn auto_init(root: &Path, profile: &Path) -> Result<(InitSpec, String)> {
 }
 
 /// The source root the documents (and `--root`) name.
+/// `[stack]` merged over the documents, a later setting replacing an
+/// earlier one: (keyfiles, where the table is) when from_root is on.
+pub(crate) fn stack_asked(docs: &[Doc]) -> Option<(bool, Origin)> {
+    let mut from_root = None;
+    let mut keyfiles = false;
+    for doc in docs {
+        let Some(s) = &doc.manifest.stack else {
+            continue;
+        };
+        if let Some(f) = s.value.from_root {
+            from_root = Some((f, doc.origin(s.pos)));
+        }
+        if let Some(k) = s.value.keyfiles {
+            keyfiles = k;
+        }
+    }
+    let (on, origin) = from_root?;
+    on.then_some((keyfiles, origin))
+}
+
+/// With `[stack] from_root`, the LUKS volumes of the running root bound to
+/// a Tang server (a clevis token in their header), and where `[stack]` is:
+/// the loader then takes the clevis profile (clevis, jose, curl and the
+/// network's pieces), which an image for any other root goes without.
+fn bound_to_tang(docs: &[Doc], root: &Path) -> Option<(Vec<String>, Origin)> {
+    let (_, origin) = stack_asked(docs)?;
+    let volumes = crate::stack::bound_to_tang(&crate::stack::running(root).ok()?);
+    (!volumes.is_empty()).then_some((volumes, origin))
+}
+
 /// Whether `doc` is profile `name`: the profile itself, or a document named
 /// like it (`NAME.toml`), from wherever it was found.
 fn is_profile(doc: &Doc, name: &str) -> bool {

@@ -74,6 +74,7 @@ mod crypttab;
 mod luks;
 mod model;
 mod needs;
+mod running;
 mod superblock;
 mod sysfs;
 #[cfg(test)]
@@ -88,6 +89,7 @@ pub use model::{
     Stack, Verity,
 };
 pub use needs::{bound_to_tang, describe, needs, Need, TPM2_LIBRARIES};
+pub use running::{running, MOUNTS};
 pub use superblock::read_bounded;
 pub use sysfs::{
     mount_holding, mount_of, read, split_lvm_name, Mount, Sources, StackError, MAX_ATTR, MAX_DEPTH,
