@@ -753,8 +753,10 @@ fn unattended_volumes_closed_before_the_shell(init: &str) {
         init,
         &keyfile_extra(dir.path(), &disks),
     );
-    let check = "[ -e /dev/mapper/cmpenc-crypt ] && echo VOLUME-OPEN-$((6*7)) || \
-                 echo VOLUME-CLOSED-$((6*7))\n";
+    // The answer ends in a word no UUID the console lists (hex) can hold: qemu stops
+    // at it, not at a device's UUID that happens to hold "-42".
+    let check = "[ -e /dev/mapper/cmpenc-crypt ] && echo VOLUME-OPEN-$((6*7))-CHECKED || \
+                 echo VOLUME-CLOSED-$((6*7))-CHECKED\n";
     // `panic=` (empty) takes the harness's panic=-1 back from the shell init, whose
     // default is then the shell (the kernel keeps its own).
     let cases = [" panic=", " rd.shell"]
@@ -771,7 +773,7 @@ fn unattended_volumes_closed_before_the_shell(init: &str) {
                     extra_args: disks.attach(ENC),
                     timeout: Duration::from_secs(if init == "systemd" { 400 } else { 240 }),
                     type_when: Some((emergency_marker(init).into(), check.into())),
-                    stop_when: Some("-42".into()),
+                    stop_when: Some("42-CHECKED".into()),
                     ..BootOptions::default()
                 },
             )
@@ -987,10 +989,11 @@ fn shell_init_closes_every_volume_before_the_shell_after_wrong_passphrases() {
         type_when: Some((
             "starting an emergency shell".into(),
             "n=0; for d in /dev/mapper/luks-*; do [ -e \"$d\" ] && n=$((n+1)); done; \
-             echo OPEN-VOLUMES-$n-$((6*7))\n"
+             echo OPEN-VOLUMES-$n-$((6*7))-CHECKED\n"
                 .into(),
         )),
-        stop_when: Some("-42".into()),
+        // Not "-42" alone: a device's UUID on the console may hold it.
+        stop_when: Some("42-CHECKED".into()),
         ..BootOptions::default()
     };
     let r = support::qemu_boot_with(&kernel, &image, &opts);
