@@ -1327,8 +1327,9 @@ const TANG_PORT: u16 = 7500;
 /// server at SERVER:TANG_PORT (`clevis luks bind -d DISK tang '{"url":...,"adv":...}'`:
 /// the server's advertisement given, as when a machine is provisioned before its
 /// first boot; the slot is the same one a bind over the network writes), and the
-/// server's key database (tangd-keygen): made once. The disk and the database.
-fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf)> {
+/// server's key database (tangd-keygen): made once. The disk, the database and the
+/// root's token.
+fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf, String)> {
     for (tool, pkg) in [
         ("clevis", "clevis"),
         ("clevis-luks-bind", "clevis-luks"),
@@ -1340,7 +1341,7 @@ fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf)> {
     ] {
         support::require_tool(tool, pkg)?;
     }
-    let (disk, _) = luks_lvm_disk(&env.kernel, &env.busybox)?;
+    let (disk, token) = luks_lvm_disk(&env.kernel, &env.busybox)?;
     let dir = support::cached_asset("tang-luks-lvm-v1", |tmp| {
         let run = |c: &mut Command| -> Result<std::process::Output, String> {
             let out = c.output().map_err(|e| format!("{c:?}: {e}"))?;
@@ -1406,7 +1407,7 @@ fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf)> {
         fs::remove_file(&pass).map_err(|e| e.to_string())?;
         fs::remove_file(&adv).map_err(|e| e.to_string())
     })?;
-    Some((dir.join("disk.img"), dir.join("db")))
+    Some((dir.join("disk.img"), dir.join("db"), token))
 }
 
 /// tangd serving `db` on SERVER:TANG_PORT in the namespace, one tangd a connection
@@ -1463,10 +1464,7 @@ fn tang_unlock(init: &'static str) {
     let Some(env) = env(init) else {
         return;
     };
-    let Some((disk, db)) = tang_disk(&env) else {
-        return;
-    };
-    let Some((_, token)) = luks_lvm_disk(&env.kernel, &env.busybox) else {
+    let Some((disk, db, token)) = tang_disk(&env) else {
         return;
     };
     let image = support::shared_image(

@@ -248,17 +248,22 @@ mod tests {
         assert!(!has_tpm2_token(&luks2(r#"{"tokens":{}}"#, 16384)));
         assert!(!has_tpm2_token(&luks1("aes", "xts-plain64")));
         assert!(!has_clevis_token(&luks2(json, 16384)));
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("h");
-        std::fs::write(&p, luks2(json, 16384)).unwrap();
         assert_eq!(
-            read_header(&p),
+            header_of(json),
             Header {
                 ciphers: vec!["aes-xts-plain64".into()],
                 tpm2: true,
                 clevis: false,
             }
         );
+    }
+
+    /// What `read_header` reads of a LUKS2 header with JSON area `json`, from a file.
+    fn header_of(json: &str) -> Header {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("h");
+        std::fs::write(&p, luks2(json, 16384)).unwrap();
+        read_header(&p)
     }
 
     #[test]
@@ -268,11 +273,8 @@ mod tests {
         assert!(!has_tpm2_token(&luks2(json, 16384)));
         assert!(!has_clevis_token(&luks2(r#"{"tokens":{}}"#, 16384)));
         assert!(!has_clevis_token(&luks1("aes", "xts-plain64")));
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("h");
-        std::fs::write(&p, luks2(json, 16384)).unwrap();
         assert_eq!(
-            read_header(&p),
+            header_of(json),
             Header {
                 ciphers: vec!["aes-xts-plain64".into()],
                 tpm2: false,
