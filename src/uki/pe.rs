@@ -324,10 +324,11 @@ pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, St
         .unwrap_or(usize::MAX)
         .min(h.size_of_headers as usize);
     let table_end = h.table_end + add.len() * SECTION_HEADER;
-    if h.table_end > stub.len() {
+    if h.table_end > stub.len() || u64::from(h.size_of_headers) > stub.len() as u64 {
         return Err(format!(
-            "it ends at byte {} inside its own headers",
-            stub.len()
+            "it ends at byte {} inside its own headers (SizeOfHeaders is {})",
+            stub.len(),
+            h.size_of_headers
         ));
     }
     if table_end > first_data {
@@ -574,6 +575,18 @@ mod tests {
         put_u16(&mut f, 0x86, 0xffff);
         assert!(sections(&f).is_err());
         assert!(append_sections(&f, &[(".x", b"y")]).is_err());
+        // Headers said to run past the file's end, no section data to show
+        // it cut short: the new section headers would land past the end.
+        let mut f = tiny_pe(0x400);
+        put_u32(&mut f, 0x98 + 60, 0x1000);
+        put_u32(&mut f, 0x98 + 240 + 20, 0);
+        put_u32(&mut f, 0x98 + 240 + 16, 0);
+        f.truncate(0x200);
+        let e = append_sections(&f, &[(".x", b"y")]).unwrap_err();
+        assert!(
+            e.contains("ends at byte 512 inside its own headers (SizeOfHeaders is 4096)"),
+            "{e}"
+        );
         for cut in [0, 1, 0x40, 0x84, 0x98, 0x190] {
             let mut g = tiny_pe(0x400);
             g.truncate(cut);
