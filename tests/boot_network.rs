@@ -1324,15 +1324,16 @@ fn ssh_unlock_holds_no_local_root_for_the_network_with_systemd() {
 const TANG_PORT: u16 = 7500;
 
 /// The LUKS2 -> LVM disk of `luks_lvm_disk` with a key slot bound by clevis to a Tang
-/// server at SERVER:TANG_PORT (`clevis luks bind -d DISK tang '{"url":...,"adv":...}'`:
-/// the server's advertisement given, as when a machine is provisioned before its
-/// first boot; the slot is the same one a bind over the network writes), and the
-/// server's key database (tangd-keygen): made once. The disk, the database and the
-/// root's token.
+/// server at SERVER:TANG_PORT, bound inside a makeroot guest (`clevis luks bind -d
+/// /dev/vda tang '{"url":...,"adv":...}'`: the server's advertisement given, as when
+/// a machine is provisioned before its first boot; the slot is the same one a bind
+/// over the network writes), and the server's key database (tangd-keygen): made
+/// once. The disk, the database and the root's token.
 fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf, String)> {
     for (tool, pkg) in [
         ("clevis", "clevis"),
         ("clevis-luks-bind", "clevis-luks"),
+        ("pwmake", "libpwquality-tools"),
         ("jose", "jose"),
         ("curl", "curl"),
         ("socat", "socat"),
@@ -1341,28 +1342,24 @@ fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf, String)> {
     ] {
         support::require_tool(tool, pkg)?;
     }
+    // pwmake checks the key it makes against cracklib's dictionary.
+    if !Path::new("/var/cache/cracklib/cracklib_dict.pwd").exists() {
+        support::skip("cracklib's dictionary not found (Debian package cracklib-runtime)");
+        return None;
+    }
     let (disk, token) = luks_lvm_disk(&env.kernel, &env.busybox)?;
-    let dir = support::cached_asset("tang-luks-lvm-v1", |tmp| {
-        let run = |c: &mut Command| -> Result<std::process::Output, String> {
-            let out = c.output().map_err(|e| format!("{c:?}: {e}"))?;
-            if out.status.success() {
-                Ok(out)
-            } else {
-                Err(format!(
-                    "{c:?}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
+    let dir = support::cached_asset("tang-luks-lvm-v2", |tmp| {
         fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
         let copy = tmp.join("disk.img");
-        run(Command::new("cp")
-            .arg("--sparse=always")
-            .arg(&disk)
-            .arg(&copy))?;
+        support::try_run(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&disk)
+                .arg(&copy),
+        )?;
         let db = tmp.join("db");
         fs::create_dir_all(&db).map_err(|e| e.to_string())?;
-        run(Command::new("/usr/libexec/tangd-keygen").arg(&db))?;
+        support::try_run(Command::new("/usr/libexec/tangd-keygen").arg(&db))?;
         // The advertisement: what tangd answers to GET /adv (its HTTP body).
         let mut tangd = Command::new("/usr/libexec/tangd")
             .arg(&db)
@@ -1383,29 +1380,42 @@ fn tang_disk(env: &Env) -> Option<(PathBuf, PathBuf, String)> {
             .split_once("\r\n\r\n")
             .map(|(_, b)| b.to_string())
             .ok_or_else(|| format!("tangd's answer to GET /adv has no body: {text}"))?;
-        let adv = tmp.join("adv.jws");
-        fs::write(&adv, body).map_err(|e| e.to_string())?;
-        let pass = tmp.join("pass");
-        fs::write(&pass, crate::boot_storage::PASSPHRASE).map_err(|e| e.to_string())?;
-        let config = format!(
-            "{{\"url\":\"http://{SERVER}:{TANG_PORT}\",\"adv\":\"{}\"}}",
-            adv.display()
+        let work = tmp.join("work");
+        let stage = work.join("stage");
+        fs::create_dir_all(&stage).map_err(|e| e.to_string())?;
+        fs::write(stage.join("adv.jws"), body).map_err(|e| e.to_string())?;
+        fs::write(stage.join("passfile"), crate::boot_storage::PASSPHRASE)
+            .map_err(|e| e.to_string())?;
+        let script = format!(
+            r#"n=0
+while [ ! -b /dev/vda ] && [ $n -lt 100 ]; do $b sleep 0.1; n=$((n + 1)); done
+# cracklib's check of the new key looks the user up: an unknown one fails it.
+echo 'root:x:0:0:root:/root:/bin/sh' >/etc/passwd
+# bash's process substitution (clevis-encrypt-tang) reads /dev/fd.
+$b ln -s /proc/self/fd /dev/fd
+run clevis luks bind -y -k /stage/passfile -d /dev/vda tang '{{"url":"http://{SERVER}:{TANG_PORT}","adv":"/stage/adv.jws"}}'
+clevis luks list -d /dev/vda >/tmp/list 2>&1 || {{ $b cat /tmp/list; fail "clevis luks list"; }}
+$b grep -q 'tang' /tmp/list || {{ $b cat /tmp/list; fail "no tang binding listed"; }}
+echo "BOUND: $($b cat /tmp/list)"
+$b sync
+echo MAKEROOT-OK
+$b poweroff -f
+"#
         );
-        run(Command::new("clevis")
-            .args(["luks", "bind", "-y", "-k"])
-            .arg(&pass)
-            .arg("-d")
-            .arg(&copy)
-            .args(["tang", &config]))?;
-        let list = run(Command::new("clevis")
-            .args(["luks", "list", "-d"])
-            .arg(&copy))?;
-        let list = String::from_utf8_lossy(&list.stdout).into_owned();
-        if !list.contains("tang") {
-            return Err(format!("clevis luks list shows no tang binding: {list}"));
-        }
-        fs::remove_file(&pass).map_err(|e| e.to_string())?;
-        fs::remove_file(&adv).map_err(|e| e.to_string())
+        crate::boot_storage::makeroot(
+            &env.kernel,
+            "makeroot-clevis.toml",
+            &work,
+            &["virtio_pci", "virtio_blk", "algif_skcipher", "xts"],
+            &script,
+            &stage,
+            vec![
+                "-drive".into(),
+                format!("file={},format=raw,if=virtio", copy.display()).into(),
+            ],
+            1024,
+        )?;
+        fs::remove_dir_all(&work).map_err(|e| e.to_string())
     })?;
     Some((dir.join("disk.img"), dir.join("db"), token))
 }
