@@ -1034,8 +1034,9 @@ fn ssh_unlock_image(env: &Env, init: &str, work: &Path) -> (PathBuf, PathBuf, Pa
 /// SSH unlock (the ssh-unlock profile): the LUKS2 -> LVM disk attached to the guest,
 /// the guest on a static address in the test's namespace. The test connects with ssh,
 /// which must know the guest by the root's own host key (the one in known_hosts,
-/// strictly checked), and sends the passphrase to `composer-unlock` 120 s after the
-/// prompt (with rd.timeout=30 and with none: the time at the prompt is not counted);
+/// strictly checked), and sends the passphrase to `composer-unlock` 30 s past the
+/// init's deadline after the prompt (with rd.timeout=30 and with none, the init's
+/// default: the time at the prompt is not counted);
 /// nothing is typed on the console, and the guest boots to its root's token, with no
 /// SSH host key left in the root's /run.
 #[test]
@@ -1075,9 +1076,9 @@ fn ssh_unlock(init: &'static str) {
     fs::write(&known, format!("{guest} {host_pub}")).unwrap();
 
     let ns = Netns::new("ssh");
-    // An unlocker for one boot: it answers over SSH 120 s after the prompt, until
-    // told the boot is over.
-    let unlock_late = || {
+    // An unlocker for one boot: it answers over SSH `late` seconds after the prompt,
+    // until told the boot is over.
+    let unlock_late = |late: u64| {
         let done = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&done);
         let ns = ns.name.clone();
@@ -1086,11 +1087,14 @@ fn ssh_unlock(init: &'static str) {
             let started = std::time::Instant::now();
             let mut last = String::new();
             // A person slow to answer: the prompt shows within 15 s of the start,
-            // the answer comes 120 s after that at the earliest.
-            while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(135) {
+            // the answer comes `late` seconds after that at the earliest.
+            let first = Duration::from_secs(15 + late);
+            while !done.load(Ordering::SeqCst) && started.elapsed() < first {
                 std::thread::sleep(Duration::from_millis(500));
             }
-            while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(400) {
+            while !done.load(Ordering::SeqCst)
+                && started.elapsed() < first + Duration::from_secs(265)
+            {
                 std::thread::sleep(Duration::from_secs(3));
                 let child = Command::new("ip")
                     .args(["netns", "exec", &ns, "ssh", "-F", "/dev/null"])
@@ -1152,10 +1156,13 @@ fn ssh_unlock(init: &'static str) {
         boot(&env, &ns, what, &append, opts)
     };
     // Answered late with rd.timeout=30, and with none (the init's default: 30 s in
-    // the shell init, 90 s in the systemd init).
+    // the shell init, 90 s in the systemd init): 30 s past it after the prompt.
     let mut console = String::new();
-    for timeout in [" rd.timeout=30", ""] {
-        let (done, unlocker) = unlock_late();
+    for (timeout, deadline) in [
+        (" rd.timeout=30", 30),
+        ("", if init == "systemd" { 90 } else { 30 }),
+    ] {
+        let (done, unlocker) = unlock_late(deadline + 30);
         console = boot_disk(&format!("SSH unlock,{timeout}"), Vec::new(), timeout);
         done.store(true, Ordering::SeqCst);
         let (unlocked, said) = unlocker.join().unwrap();
