@@ -1468,10 +1468,11 @@ const GAVE_UP: &str = "no Tang server";
 /// in the test's namespace, the guest on DHCP (no ip=: the network comes up for the
 /// bound volume). With the server there, the root boots with nothing typed and the
 /// console says Tang opened it (with rd.timeout=180: the tries start at the prompt,
-/// with the network still to come up, and an emulated guest beside others on a loaded
-/// machine took more than 90 s to get the key once); with the server gone, the prompt shows before the
-/// tries end at rd.timeout=40 (the message that they ended comes after it), and the
-/// passphrase typed after that message boots, and does not show on the console.
+/// with the network still to come up, and an emulated guest beside others on a
+/// loaded machine once took more than 90 s to get the key); with the server gone,
+/// the prompt shows before the tries end at rd.timeout=40 (the message that they
+/// ended comes after it), and the passphrase typed after that message boots and
+/// does not show on the console.
 #[test]
 fn a_root_bound_to_tang_unlocks_with_the_shell_init() {
     tang_unlock("shell");
