@@ -61,6 +61,8 @@ const SECTION_HEADER: usize = 40;
 /// IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ, what ukify gives the
 /// sections it adds.
 const DATA_READ: u32 = 0x4000_0040;
+/// The largest FileAlignment the PE format allows.
+const MAX_FILE_ALIGNMENT: u32 = 64 << 10;
 
 fn headers(head: &[u8]) -> Result<Headers, String> {
     let dos = pe::ImageDosHeader::parse(head).map_err(|e| format!("not a PE file ({e})"))?;
@@ -283,6 +285,14 @@ pub fn append_sections(stub: &[u8], add: &[(&str, &[u8])]) -> Result<Vec<u8>, St
                 "an alignment of {a} bytes, which is not a valid PE alignment"
             ));
         }
+    }
+    // The PE format bounds the file alignment (each appended section is
+    // padded to it in memory here); a larger one is a damaged header.
+    if h.file_alignment > MAX_FILE_ALIGNMENT {
+        return Err(format!(
+            "a file alignment of {} bytes, past the PE format's 64 KiB",
+            h.file_alignment
+        ));
     }
     if h.raw_end > stub.len() as u64 {
         let last = h
@@ -587,6 +597,13 @@ mod tests {
             e.contains("ends at byte 512 inside its own headers (SizeOfHeaders is 4096)"),
             "{e}"
         );
+        // A file alignment of 1 GiB (a power of two, so "valid" but for the
+        // format's 64 KiB bound) would pad each section to 1 GiB in memory.
+        let mut f = tiny_pe(0x400);
+        put_u32(&mut f, 0x98 + 32, 1 << 30);
+        put_u32(&mut f, 0x98 + 36, 1 << 30);
+        let e = append_sections(&f, &[(".x", b"y")]).unwrap_err();
+        assert!(e.contains("file alignment of 1073741824 bytes"), "{e}");
         for cut in [0, 1, 0x40, 0x84, 0x98, 0x190] {
             let mut g = tiny_pe(0x400);
             g.truncate(cut);
