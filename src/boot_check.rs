@@ -15,7 +15,8 @@
 //! image (or built into the kernel), and programs. A disk needs, for each
 //! device from it up to the bus whose modalias the reference tree maps to
 //! modules, one of those modules. A LUKS device whose image crypttab line
-//! names a key file needs that file in the image.
+//! names a key file needs that file in the image; one bound to a Tang server
+//! (a clevis token) gets a note when the image cannot ask the server.
 
 use crate::cpio::reader::RawEntry;
 use crate::image::Image;
@@ -482,6 +483,52 @@ fn crypttab_line<'t>(
     })
 }
 
+/// The programs that ask a Tang server for a bound volume's key.
+const TANG_PROGRAMS: [&str; 5] = [
+    "clevis",
+    "clevis-decrypt-tang",
+    "clevis-luks-pass",
+    "jose",
+    "curl",
+];
+
+/// What a volume bound to a Tang server (a clevis token) needs for its key
+/// to come without a person, that the image lacks: clevis with its tang pin
+/// and the tools its scripts run, and composer's glue (the clevis profile;
+/// for the systemd init, the agent's units too).
+fn tang_missing(names: &Names, systemd: bool) -> Vec<String> {
+    let mut lacks: Vec<String> = TANG_PROGRAMS
+        .iter()
+        .filter(|p| names.program(p).is_none())
+        .map(|p| format!("program {p}"))
+        .collect();
+    if !names.executable("usr/lib/composer/clevis") {
+        lacks.push("/usr/lib/composer/clevis".into());
+    }
+    if systemd {
+        for unit in ["composer-clevis.path", "composer-clevis.service"] {
+            if names
+                .resolve(&format!("usr/lib/systemd/system/{unit}"))
+                .is_none()
+            {
+                lacks.push(format!("/usr/lib/systemd/system/{unit}"));
+            }
+        }
+    }
+    lacks
+}
+
+/// The note for a Tang-bound volume the image cannot unlock by itself: it
+/// still boots, when a person types the passphrase.
+fn tang_note(layer: &str, lacks: &[String]) -> String {
+    format!(
+        "{layer} is bound to a Tang server (a clevis token), but the image lacks {}: \
+         the boot waits for its passphrase at the console; the clevis profile \
+         (`include = [\"clevis\"]`, which hostonly takes by itself) unlocks it with no person",
+        lacks.join(", ")
+    )
+}
+
 /// How deep each layer sits under the stack's tops.
 fn depths(stack: &Stack) -> HashMap<LayerId, usize> {
     let mut d = HashMap::new();
@@ -616,6 +663,14 @@ pub fn check(inputs: &Inputs) -> Report {
                             c.missing
                                 .push(format!("key file {key} (the image's crypttab names it)"));
                         }
+                    }
+                }
+                if cr.clevis_token {
+                    let lacks = tang_missing(&names, systemd);
+                    if lacks.is_empty() {
+                        c.found.push("Tang unlock (clevis)".into());
+                    } else {
+                        notes.push(tang_note(&c.layer, &lacks));
                     }
                 }
             }
@@ -798,6 +853,147 @@ mod tests {
         assert_eq!(cmdline_value(c, "root"), Some("UUID=abc"));
         assert_eq!(cmdline_value(c, "rdinit"), None);
         assert_eq!(cmdline_value("rootwait rootfstype=ext4", "root"), None);
+    }
+
+    /// A newc archive of executables (and directories, for names ending
+    /// in `/`).
+    fn image_of(names: &[&str]) -> Image {
+        let mut out = Vec::new();
+        for (i, n) in names.iter().chain(&["TRAILER!!!"]).enumerate() {
+            let (name, mode) = match n.strip_suffix('/') {
+                Some(d) => (d, 0o40755),
+                None if *n == "TRAILER!!!" => (*n, 0),
+                None => (*n, 0o100755),
+            };
+            let h = crate::cpio::Header {
+                ino: i as u32 + 1,
+                mode,
+                nlink: 1,
+                namesize: name.len() as u32 + 1,
+                ..Default::default()
+            };
+            out.extend_from_slice(&h.encode());
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            while !out.len().is_multiple_of(4) {
+                out.push(0);
+            }
+        }
+        Image::from_bytes("t", out)
+    }
+
+    /// A LUKS volume bound to a Tang server: an image with clevis, its tang
+    /// pin, the tools it runs and composer's glue finds it unlocked with no
+    /// person; one without says what it lacks, in a note (the boot goes on
+    /// at the passphrase prompt, so no layer fails for it).
+    #[test]
+    fn a_tang_bound_volume_is_checked_for_what_asks_the_server() {
+        use crate::stack::{Crypt, CryptKind, Filesystem, Layer};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("lib/modules/9.9")).unwrap();
+        let root = crate::resolve::root::Root::new(dir.path());
+        let tree = ModuleTree::open(&root, "9.9").unwrap();
+        let layer = |kind, below| Layer {
+            kind,
+            sys: None,
+            dev: String::new(),
+            below,
+        };
+        let crypt = |clevis_token| Crypt {
+            name: "luks-tang".into(),
+            kind: CryptKind::Luks2,
+            luks_uuid: None,
+            crypttab: None,
+            ciphers: Vec::new(),
+            tpm2_token: false,
+            clevis_token,
+        };
+        let stack = |clevis| Stack {
+            layers: vec![
+                layer(
+                    Kind::Filesystem(Filesystem {
+                        fstype: "ext4".into(),
+                        device: "254:0".into(),
+                        source: "/dev/mapper/luks-tang".into(),
+                        mountpoint: "/".into(),
+                        uuid: None,
+                        label: None,
+                    }),
+                    vec![1],
+                ),
+                layer(Kind::Crypt(crypt(clevis)), vec![]),
+            ],
+            tops: vec![0],
+            ..Stack::default()
+        };
+        let run = |image: &Image, stack: &Stack| {
+            let r = check(&Inputs {
+                image,
+                stack,
+                tree: &tree,
+                cmdline: "root=/dev/mapper/luks-tang",
+                crypttab: None,
+                root: dir.path(),
+                crypto: &[],
+            });
+            let luks = r.checks.iter().find(|c| c.layer == "LUKS luks-tang");
+            (luks.expect("a LUKS check").clone(), r.notes)
+        };
+        let mut full = vec!["usr/", "usr/bin/", "usr/lib/", "usr/lib/composer/"];
+        // What is checked is what the clevis profile carries.
+        let profile = include_str!("../profiles/clevis.toml");
+        for p in TANG_PROGRAMS {
+            assert!(profile.contains(&format!("    \"{p}\",\n")), "{p}");
+        }
+        assert!(profile.contains("dst = \"/usr/lib/composer/clevis\""));
+        let paths: Vec<String> = TANG_PROGRAMS
+            .iter()
+            .map(|p| format!("usr/bin/{p}"))
+            .collect();
+        full.extend(paths.iter().map(String::as_str));
+        full.push("usr/lib/composer/clevis");
+        let (c, notes) = run(&image_of(&full), &stack(true));
+        assert!(c.found.iter().any(|f| f == "Tang unlock (clevis)"), "{c:?}");
+        assert!(!notes.iter().any(|n| n.contains("Tang")), "{notes:?}");
+
+        // Without curl and composer's glue: a note naming both.
+        let lacking: Vec<&str> = full
+            .iter()
+            .copied()
+            .filter(|p| !p.ends_with("/curl") && !p.ends_with("composer/clevis"))
+            .collect();
+        let (c, notes) = run(&image_of(&lacking), &stack(true));
+        assert!(!c.found.iter().any(|f| f.contains("Tang")), "{c:?}");
+        let note = notes
+            .iter()
+            .find(|n| n.contains("Tang"))
+            .expect("a Tang note");
+        assert!(
+            note.starts_with("LUKS luks-tang is bound to a Tang server")
+                && note.contains("lacks program curl, /usr/lib/composer/clevis:")
+                && note.contains("`include = [\"clevis\"]`"),
+            "{note}"
+        );
+        // A volume with no clevis token asks nothing of the kind.
+        let (c, notes) = run(&image_of(&lacking), &stack(false));
+        assert!(!c.found.iter().any(|f| f.contains("Tang")), "{c:?}");
+        assert!(!notes.iter().any(|n| n.contains("Tang")), "{notes:?}");
+
+        // The systemd init's agent answers through its units.
+        let mut systemd = full.clone();
+        systemd.extend(["usr/lib/systemd/", "usr/lib/systemd/systemd"]);
+        let (_, notes) = run(&image_of(&systemd), &stack(true));
+        let note = notes
+            .iter()
+            .find(|n| n.contains("Tang"))
+            .expect("a Tang note");
+        assert!(
+            note.contains(
+                "lacks /usr/lib/systemd/system/composer-clevis.path, \
+                           /usr/lib/systemd/system/composer-clevis.service:"
+            ),
+            "{note}"
+        );
     }
 
     #[test]
