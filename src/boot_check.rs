@@ -858,27 +858,23 @@ mod tests {
     /// A newc archive of executables (and directories, for names ending
     /// in `/`).
     fn image_of(names: &[&str]) -> Image {
+        use crate::cpio::{header::push_entry, Header, TRAILER_NAME};
         let mut out = Vec::new();
-        for (i, n) in names.iter().chain(&["TRAILER!!!"]).enumerate() {
+        for (i, n) in names.iter().enumerate() {
             let (name, mode) = match n.strip_suffix('/') {
                 Some(d) => (d, 0o40755),
-                None if *n == "TRAILER!!!" => (*n, 0),
                 None => (*n, 0o100755),
             };
-            let h = crate::cpio::Header {
+            let h = Header {
                 ino: i as u32 + 1,
                 mode,
                 nlink: 1,
                 namesize: name.len() as u32 + 1,
                 ..Default::default()
             };
-            out.extend_from_slice(&h.encode());
-            out.extend_from_slice(name.as_bytes());
-            out.push(0);
-            while !out.len().is_multiple_of(4) {
-                out.push(0);
-            }
+            push_entry(&mut out, &h, name.as_bytes(), b"");
         }
+        push_entry(&mut out, &Header::trailer(false), TRAILER_NAME, b"");
         Image::from_bytes("t", out)
     }
 
