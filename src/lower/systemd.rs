@@ -23,6 +23,7 @@ use crate::error::{Error, Result, Warning};
 use crate::manifest::load::{expand, Loaded};
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
+use crate::resolve::systemd::{exec_program, settings, template};
 
 const UNIT_DIRS: [&str; 3] = [
     "/etc/systemd/system",
@@ -125,49 +126,6 @@ fn read_text(root: &Root, inside: &str) -> Option<String> {
     let host = root.resolve(Path::new(inside), true).ok()?;
     let bytes = crate::io::read_regular(&host, MAX_FILE).ok()?;
     String::from_utf8(bytes).ok()
-}
-
-/// `key=value` pairs of a unit file (sections do not matter here), with
-/// continued lines joined.
-fn settings(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut pending = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if pending.is_empty() && (line.starts_with('#') || line.starts_with(';')) {
-            continue;
-        }
-        if let Some(part) = line.strip_suffix('\\') {
-            pending.push_str(part);
-            pending.push(' ');
-            continue;
-        }
-        pending.push_str(line);
-        let full = std::mem::take(&mut pending);
-        if let Some((k, v)) = full.split_once('=') {
-            out.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    out
-}
-
-/// The program an `Exec*=` value runs, and whether its failure is ignored.
-fn exec_program(value: &str) -> Option<(String, bool)> {
-    let v = value.trim_start();
-    let prefix_len = v.find(|c: char| !"-@:+!".contains(c)).unwrap_or(v.len());
-    let ignore = v[..prefix_len].contains('-');
-    let program = v[prefix_len..].split_whitespace().next()?;
-    if program.contains(['%', '$']) || program.is_empty() {
-        return None;
-    }
-    Some((program.to_string(), ignore))
-}
-
-/// The template a unit instance comes from (`foo@bar.service` -> `foo@.service`).
-fn template(unit: &str) -> Option<String> {
-    let (name, suffix) = unit.rsplit_once('.')?;
-    let (base, instance) = name.split_once('@')?;
-    (!instance.is_empty()).then(|| format!("{base}@.{suffix}"))
 }
 
 /// Where unit `name` is in the root, if anywhere.
@@ -442,6 +400,9 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     if let Some((path, o, text, has_drop_ins)) = parse_etc {
         add_parse_etc_drop_in(&root, &path, &o, &text, has_drop_ins, &mut found)?;
     }
+    if let Some((_, origin)) = asked.units.first() {
+        version_needs(&root, origin, &mut found)?;
+    }
 
     let needed = asked.generators.iter().map(|g| (g, true));
     let if_present = asked.generators_if_present.iter().map(|g| (g, false));
@@ -503,6 +464,39 @@ pub(super) fn add_all(loaded: &Loaded) -> Result<Found> {
     Ok(found)
 }
 
+/// What the root's systemd version needs that no unit names
+/// ([`crate::resolve::systemd::NEEDS`]): taken like a unit's program, and
+/// one the root lacks is an error naming it.
+fn version_needs(root: &Root, origin: &Origin, found: &mut Found) -> Result<()> {
+    let Some(version) = crate::resolve::systemd::version(root) else {
+        return Ok(());
+    };
+    for need in crate::resolve::systemd::needs(version) {
+        let o = with_rule(
+            origin,
+            format!(
+                "systemd {version} needs {} (since {})",
+                need.path, need.since
+            ),
+        );
+        if !root
+            .resolve(Path::new(need.path), true)
+            .is_ok_and(|p| p.is_file())
+        {
+            return Err(Error::at(
+                o,
+                format!(
+                    "the root's systemd {version} needs `{}`, which the root lacks: {}",
+                    need.path, need.why
+                ),
+            )
+            .with_hint("reinstall the root's systemd package, or choose init = \"shell\""));
+        }
+        found.programs.push(BinaryRequest::program(need.path).at(o));
+    }
+    Ok(())
+}
+
 /// The drop-in that lets `initrd-parse-etc.service` (the root's file at `path`,
 /// `text`; `has_drop_ins`: the root has drop-ins for it) queue `initrd-cleanup.service` without a systemctl process, when it applies
 /// (see [`super::systemd_handover`]).
@@ -514,8 +508,8 @@ fn add_parse_etc_drop_in(
     has_drop_ins: bool,
     found: &mut Found,
 ) -> Result<()> {
-    use super::systemd_handover::{parse_etc_drop_in, systemd_version, DROP_IN};
-    let Some(version) = systemd_version(root) else {
+    use super::systemd_handover::{parse_etc_drop_in, DROP_IN};
+    let Some(version) = crate::resolve::systemd::version(root) else {
         return Ok(());
     };
     let Some(conf) = parse_etc_drop_in(text, has_drop_ins, version) else {

@@ -10,41 +10,10 @@
 //! that one out. It is written only when the root's unit has that exact line and
 //! no drop-ins of its own, and the root's systemd is new enough.
 
-use std::path::Path;
-
-use crate::resolve::root::Root;
+use crate::resolve::systemd::ON_SUCCESS;
 
 /// Where the drop-in goes in the image.
 pub(super) const DROP_IN: &str = "/etc/systemd/system/initrd-parse-etc.service.d/composer.conf";
-
-/// The first systemd with `OnSuccess=`.
-const ON_SUCCESS: u32 = 249;
-
-/// Where systemd's shared library lives in the usual layouts
-/// (`libsystemd-shared-NNN.so`: NNN is the version).
-const SHARED_DIRS: [&str; 5] = [
-    "/usr/lib/systemd",
-    "/lib/systemd",
-    "/usr/lib64/systemd",
-    "/usr/lib/x86_64-linux-gnu/systemd",
-    "/usr/lib/aarch64-linux-gnu/systemd",
-];
-
-/// The root's systemd version, from the name of its shared library.
-pub(super) fn systemd_version(root: &Root) -> Option<u32> {
-    SHARED_DIRS
-        .iter()
-        .filter_map(|d| root.resolve(Path::new(d), true).ok())
-        .filter_map(|host| std::fs::read_dir(host).ok())
-        .flat_map(|rd| rd.flatten().take(4096))
-        .filter_map(|e| {
-            let name = e.file_name();
-            let rest = name.to_str()?.strip_prefix("libsystemd-shared-")?;
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .max()
-}
 
 /// Whether an `ExecStart=` value is `systemctl --no-block start
 /// initrd-cleanup.service` (any path to systemctl, any prefix characters).
@@ -170,20 +139,5 @@ mod tests {
         let unit = "[Unit]\nExecStart=systemctl --no-block start initrd-cleanup.service\n\
             [Service]\nExecStart=/bin/true\n";
         assert_eq!(parse_etc_drop_in(unit, false, 252), None);
-    }
-
-    #[test]
-    fn the_version_is_read_from_the_shared_librarys_name() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("usr/lib/x86_64-linux-gnu/systemd");
-        std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(systemd_version(&Root::new(t.path())), None);
-        std::fs::write(dir.join("libsystemd-shared-252.so"), b"").unwrap();
-        std::fs::write(dir.join("libsystemd-core-252.so"), b"").unwrap();
-        assert_eq!(systemd_version(&Root::new(t.path())), Some(252));
-        let usr = t.path().join("usr/lib/systemd");
-        std::fs::create_dir_all(&usr).unwrap();
-        std::fs::write(usr.join("libsystemd-shared-256.5-1.fc41.so"), b"").unwrap();
-        assert_eq!(systemd_version(&Root::new(t.path())), Some(256));
     }
 }

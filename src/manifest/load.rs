@@ -542,7 +542,8 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         let root = settings_root(&loader, opts)?;
         let at = init_at.clone().unwrap_or_else(|| cli.clone());
         let systemd_profile = loader.profile("init-systemd", &at)?;
-        let (chosen, why) = auto_init(&root, &systemd_profile)?;
+        let crypt = crypt_of(&loader.docs, &root);
+        let (chosen, why) = auto_init(&root, &systemd_profile, crypt)?;
         init = chosen;
         init_choice = Some(why);
     } else if init == InitSpec::Systemd {
@@ -550,7 +551,8 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         // where the profile asks for it.
         let at = init_at.clone().unwrap_or_else(|| cli.clone());
         let root = settings_root(&loader, opts)?;
-        let missing = systemd_lacks(&root, &loader.profile("init-systemd", &at)?)?;
+        let crypt = crypt_of(&loader.docs, &root);
+        let missing = systemd_lacks(&root, &loader.profile("init-systemd", &at)?, crypt)?;
         if !missing.is_empty() {
             return Err(Error::at(
                 at,
@@ -733,17 +735,43 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
 
 /// What the systemd init needs that `root` lacks: the root's systemd, and
 /// every program and unit that `profile` (the init-systemd profile)
-/// requires; empty when the root can carry it.
-fn systemd_lacks(root: &Path, profile: &Path) -> Result<Vec<String>> {
+/// requires, what the root's systemd version needs beyond its units
+/// ([`crate::resolve::systemd::needs`]), and systemd-cryptsetup when the
+/// image is to unlock LUKS volumes (`crypt`); empty when the root can carry it.
+fn systemd_lacks(root: &Path, profile: &Path, crypt: Crypt) -> Result<Vec<String>> {
     let r = crate::resolve::root::Root::new(root);
     let exists = |p: &Path| r.resolve(p, true).is_ok_and(|h| h.exists());
     let systemd = "/usr/lib/systemd/systemd";
     if !exists(Path::new(systemd)) {
         return Ok(vec![systemd.to_string()]);
     }
+    let on_path = |p: &str| {
+        crate::resolve::elf::DEFAULT_SEARCH_PATH
+            .iter()
+            .any(|d| exists(&Path::new(d).join(p)))
+    };
+    let mut missing = Vec::new();
+    if let Some(version) = crate::resolve::systemd::version(&r) {
+        for need in crate::resolve::systemd::needs(version) {
+            if !exists(Path::new(need.path)) {
+                missing.push(format!("{} (systemd {version})", need.path));
+            }
+        }
+    }
+    // Debian 13 and later ship systemd-cryptsetup apart from systemd and
+    // cryptsetup: a systemd image without it cannot unlock a LUKS root.
+    let unlocks = match crypt {
+        Crypt::Stack(has) => has,
+        Crypt::IfTheRootHasCryptsetup => on_path("cryptsetup"),
+    };
+    let systemd_cryptsetup = "/usr/lib/systemd/systemd-cryptsetup";
+    if unlocks && !exists(Path::new(systemd_cryptsetup)) {
+        missing.push(format!(
+            "{systemd_cryptsetup} (to unlock LUKS: Debian's systemd-cryptsetup package)"
+        ));
+    }
     let doc = read_doc(profile)?;
     let m = &doc.manifest;
-    let mut missing = Vec::new();
     let programs = m.binaries.iter().map(|b| b.value.as_str()).chain(
         m.binary
             .iter()
@@ -754,9 +782,7 @@ fn systemd_lacks(root: &Path, profile: &Path) -> Result<Vec<String>> {
         let found = if p.starts_with('/') {
             exists(Path::new(p))
         } else {
-            crate::resolve::elf::DEFAULT_SEARCH_PATH
-                .iter()
-                .any(|d| exists(&Path::new(d).join(p)))
+            on_path(p)
         };
         if !found {
             missing.push(p.to_string());
@@ -779,14 +805,40 @@ fn systemd_lacks(root: &Path, profile: &Path) -> Result<Vec<String>> {
     Ok(missing)
 }
 
+/// Whether an image unlocks LUKS volumes, for [`systemd_lacks`].
+#[derive(Clone, Copy, Debug)]
+enum Crypt {
+    /// A hostonly image: whether the running root's stack has a LUKS layer.
+    Stack(bool),
+    /// Any other: whether the root has cryptsetup (which the storage
+    /// profile then takes, so the image may be asked to unlock).
+    IfTheRootHasCryptsetup,
+}
+
+/// Whether the image of `docs` is to unlock LUKS volumes of `root`.
+fn crypt_of(docs: &[Doc], root: &Path) -> Crypt {
+    if stack_asked(docs).is_none() {
+        return Crypt::IfTheRootHasCryptsetup;
+    }
+    match crate::stack::running(root) {
+        Ok(stack) => Crypt::Stack(
+            stack
+                .layers
+                .iter()
+                .any(|l| matches!(l.kind, crate::stack::Kind::Crypt(_))),
+        ),
+        Err(_) => Crypt::IfTheRootHasCryptsetup,
+    }
+}
+
 /// How to get what the systemd init needs.
 const SYSTEMD_INIT_NEEDS: &str =
     "install them into the root (udevadm and systemd-udevd are in Debian's udev package)";
 
 /// What `init = "auto"` chooses for `root`, and why: systemd when the root
 /// can carry the systemd init ([`systemd_lacks`]), else the shell init.
-fn auto_init(root: &Path, profile: &Path) -> Result<(InitSpec, String)> {
-    let missing = systemd_lacks(root, profile)?;
+fn auto_init(root: &Path, profile: &Path, crypt: Crypt) -> Result<(InitSpec, String)> {
+    let missing = systemd_lacks(root, profile, crypt)?;
     Ok(match missing.as_slice() {
         [] => (
             InitSpec::Systemd,

@@ -8,6 +8,7 @@ pub mod elf;
 pub mod kmod;
 pub mod root;
 pub mod sysroot;
+pub mod systemd;
 
 use std::io::ErrorKind;
 
