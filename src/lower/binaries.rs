@@ -41,6 +41,46 @@ pub(super) fn program(name: &str, optional: bool, origin: Origin) -> BinaryReque
     BinaryRequest::program(name).optional(optional).at(origin)
 }
 
+/// The largest busybox read for its applet list.
+const MAX_BUSYBOX: u64 = 32 << 20;
+
+/// A busybox applet that stands for a program the root lacks.
+pub(super) struct Applet {
+    /// The root's busybox, inside it.
+    pub busybox: PathBuf,
+    /// The link to it that the image gets: the program's name beside it.
+    pub link: PathBuf,
+}
+
+/// When the root has no program `name` on `search`, and its busybox (on
+/// `search` too) has an applet of that name, the applet; else None (the
+/// program is then resolved as any other, and said missing if it is).
+/// Busybox's applet names are one NUL-separated table in the binary, so the
+/// list is read without running it (the root may be another architecture's).
+pub(super) fn applet(root: &Root, search: &[PathBuf], name: &str) -> Option<Applet> {
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let find = |n: &str| {
+        search
+            .iter()
+            .map(|d| d.join(n))
+            .find(|p| root.resolve(p, true).is_ok_and(|h| h.is_file()))
+    };
+    if find(name).is_some() {
+        return None;
+    }
+    let busybox = find("busybox")?;
+    let host = root.resolve(&busybox, true).ok()?;
+    let bytes = crate::io::read_regular(&host, MAX_BUSYBOX).ok()?;
+    let needle = [b"\0", name.as_bytes(), b"\0"].concat();
+    if !bytes.windows(needle.len()).any(|w| w == needle) {
+        return None;
+    }
+    let link = busybox.with_file_name(name);
+    Some(Applet { busybox, link })
+}
+
 /// A library named in `[elf] libraries` (or `libraries_if_present`).
 pub(super) fn library(soname: &str, if_present: bool, origin: Origin) -> BinaryRequest {
     let r = BinaryRequest::library(soname).at(origin);

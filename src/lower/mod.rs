@@ -487,6 +487,9 @@ impl Lowerer<'_> {
                     let r = t.binary.pop().value;
                     let name = self.string(doc, &r.name)?;
                     let origin = Self::origin(doc, pos, &format!("binary {name}"));
+                    if r.applet && self.applet(&name, &origin)? {
+                        continue;
+                    }
                     self.binary(&name, r.optional, origin)?;
                 }
                 2 => self.file(doc, pos, t.file.pop().value)?,
@@ -824,6 +827,33 @@ impl Lowerer<'_> {
         if matches!(e.kind, Kind::File { .. }) {
             self.secrets.push((e.name.to_vec(), e.origin.clone()));
         }
+    }
+
+    /// Busybox's applet for program `name` when the root lacks the program
+    /// (`[[binary]] applet = true`): busybox and a link to it, said; false
+    /// when the root has the program or its busybox no such applet.
+    fn applet(&mut self, name: &str, origin: &Origin) -> Result<bool> {
+        let search = binaries::options(self.loaded).search_path;
+        let Some(a) = binaries::applet(&self.root, &search, name) else {
+            return Ok(false);
+        };
+        let (busybox, link) = (a.busybox.display(), a.link.display());
+        let origin = origin.with_rule(format!("busybox's applet {name}"));
+        self.binary(&busybox.to_string(), false, origin.clone())?;
+        let path = normalise_owned(link.to_string().into_bytes(), &origin)?;
+        let kind = Kind::Symlink {
+            target: b"busybox".as_slice().into(),
+        };
+        let e = self.declared(path, kind, 0o777, (None, None), origin.clone());
+        self.declare(e);
+        self.warnings.push(Warning {
+            origin: Some(origin),
+            message: format!(
+                "the root has no `{name}` program: busybox's applet taken ({link} -> busybox)"
+            ),
+            details: Vec::new(),
+        });
+        Ok(true)
     }
 
     fn binary(&mut self, name: &str, optional: bool, origin: Origin) -> Result<()> {

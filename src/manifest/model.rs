@@ -565,6 +565,12 @@ pub struct BinaryRule {
     /// Skip, instead of failing, when the binary or a library is missing.
     #[serde(default)]
     pub optional: bool,
+    /// When the root has no program of this name but its busybox has an
+    /// applet of it, take busybox and link the name to it (said at build
+    /// time): Debian's util-linux no longer ships `switch_root` from
+    /// Debian 14 on, while busybox still has the applet.
+    #[serde(default)]
+    pub applet: bool,
 }
 
 /// A selection of kernel modules (of the kernel `${kver}` in the root).
