@@ -238,7 +238,8 @@ fn every_command_line_of_the_table_gives_its_state() {
     // The defaults themselves, as the book states them.
     assert_eq!(defaults["timeout"], "30");
     assert_eq!(defaults["mode"], "ro");
-    assert_eq!(defaults["init"], "/sbin/init");
+    // No init= given: the root's own, found at the switch (root_init).
+    assert_eq!(defaults["init"], "");
     assert_eq!(defaults["action_boot"], "shell");
     assert_eq!(defaults["action_unlock"], "reboot");
 }
@@ -380,6 +381,61 @@ done
          nvme0n1: nvme-QEMU_NVMe_Ctrl_deadbeef nvme-QEMU_NVMe_Ctrl_deadbeef_1 \
          nvme-eui.0011223344556677 pci-0000:00:05.0-nvme-1\n\
          sdz: \n"
+    );
+}
+
+/// The init the switch runs (composer-cmdline's root_init): init= as given, else the
+/// root's /sbin/init, else its systemd (a root without systemd-sysv, as Debian 13's
+/// `mmdebstrap --variant=apt` makes one), else the kernel's fallbacks.
+#[test]
+fn the_init_switched_to_is_the_roots_own() {
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let scratch = Scratch::new("init-root-init");
+    let put = |root: &str, path: &str| {
+        let p = scratch.path().join(root).join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "").unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    put("sysv", "/sbin/init");
+    put("sysv", "/usr/lib/systemd/systemd");
+    put("systemd", "/usr/lib/systemd/systemd");
+    put("systemd", "/bin/sh");
+    put("shell", "/bin/sh");
+    std::fs::create_dir_all(scratch.path().join("empty")).unwrap();
+    // /sbin/init as a link (to systemd, as systemd-sysv installs it) counts.
+    std::fs::create_dir_all(scratch.path().join("link/sbin")).unwrap();
+    std::os::unix::fs::symlink(
+        "../lib/systemd/systemd",
+        scratch.path().join("link/sbin/init"),
+    )
+    .unwrap();
+    let script = r#"storage_arg() { :; }
+net_arg() { :; }
+. "$1/composer-cmdline"
+for r in sysv systemd shell empty link; do
+	init=
+	root_init "$2/$r"
+	echo "$r: $init"
+done
+init=/bin/sh
+root_init "$2/sysv"
+echo "given: $init"
+"#;
+    let out = support::run_ok(
+        Command::new(&busybox)
+            .args(["sh", "-c", script, "harness"])
+            .arg(init_dir())
+            .arg(scratch.path()),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        concat!(
+            "sysv: /sbin/init\nsystemd: /usr/lib/systemd/systemd\nshell: /bin/sh\n",
+            "empty: /sbin/init\nlink: /sbin/init\ngiven: /bin/sh\n"
+        )
     );
 }
 
