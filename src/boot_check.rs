@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 mod image_roots;
+mod pid1;
 mod rules;
 
 /// One line of the verdict: a layer (or the init, or the command line),
@@ -706,6 +707,12 @@ pub fn check(inputs: &Inputs) -> Report {
         c.fix = Some("`init = \"systemd\"` or `init = \"shell\"` in the manifest".into());
     }
     checks.push(c);
+    // Whether a systemd image's PID 1 can start.
+    match pid1::check(inputs.image, &names) {
+        Ok(Some(c)) => checks.push(c),
+        Ok(None) => {}
+        Err(e) => notes.push(format!("PID 1 was not checked: {e}")),
+    }
 
     // The layers of an image-based root the command line asks for.
     for layer in image_roots.layers(systemd) {
@@ -768,6 +775,13 @@ pub fn check(inputs: &Inputs) -> Report {
         checks,
         notes,
     }
+}
+
+/// Whether the image's own PID 1 can start, judged from the image alone
+/// (see `pid1`): the check's line, or None when the image's init is not
+/// systemd.
+pub fn pid1(image: &Image) -> crate::error::Result<Option<Check>> {
+    pid1::check(image, &Names::of(image))
 }
 
 /// The manifest lines that add what a layer lacks.

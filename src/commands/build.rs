@@ -150,6 +150,28 @@ fn check_image(
     }
 }
 
+/// Whether the finished image's own PID 1 can start (a systemd image: its
+/// executor, units, programs and libraries, judged from the image alone): an
+/// error naming what it lacks when not, and the old image is kept.
+fn check_pid1(file: &std::fs::File, name: &str) -> Result<()> {
+    let f = file.try_clone().map_err(|e| Error::io(name, e))?;
+    let image = Image::from_file(f, name.to_string(), Want::default())?;
+    match composer::boot_check::pid1(&image)? {
+        Some(c) if !c.ok() => {
+            let err = Error::usage(format!(
+                "{name}: not written: the image's {} cannot start: it lacks {}",
+                c.layer,
+                c.missing.join("; ")
+            ));
+            Err(match c.fix {
+                Some(f) => err.with_hint(f),
+                None => err,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn exec(a: Args) -> Result<()> {
     let started = std::time::Instant::now();
     let mut bar = super::progress::Bar::start();
@@ -265,25 +287,36 @@ fn build_one(
     a: &Args,
     check: Option<(&BootTarget, Option<&str>, bool)>,
 ) -> Result<composer::write::BuildReport> {
+    // Every image written to a file: its PID 1 can start; then, when asked,
+    // the boot check against the root.
     let checker = |file: &std::fs::File, name: &str| -> Result<()> {
-        let (t, cmdline, required) = check.expect("checked");
-        check_image(file, name, t, cmdline, required)
-    };
-    let before: Option<composer::write::BeforeCommit> = match check {
-        Some(_) => Some(&checker),
-        None => None,
+        check_pid1(file, name)?;
+        match check {
+            Some((t, cmdline, required)) => check_image(file, name, t, cmdline, required),
+            None => Ok(()),
+        }
     };
     if a.uki || spec.target.as_ref().is_some_and(|t| t.uki.build) {
         let cmdline = a.kernel_cmdline.as_deref();
-        return super::uki::build(spec, out, &a.uki_args, cmdline, !a.archive.no_sync, before);
+        let before: composer::write::BeforeCommit = &checker;
+        return super::uki::build(
+            spec,
+            out,
+            &a.uki_args,
+            cmdline,
+            !a.archive.no_sync,
+            Some(before),
+        );
     }
     let mut output = ui::archive_output(out)?;
     if spec.private {
         output = output.private();
     }
-    if check.is_some() && output.free_space().is_none() {
+    let to_file = output.free_space().is_some();
+    if check.is_some() && !to_file {
         return Err(Error::usage("--check needs the image written to a file")
             .with_hint("give -o a file path, or --no-check"));
     }
+    let before: Option<composer::write::BeforeCommit> = to_file.then_some(&checker);
     pipeline::build_checked(spec, output, !a.archive.no_sync, before)
 }
