@@ -74,8 +74,12 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/lvm.conf"),
     ),
     (
-        "init/composer-storage-generator",
-        include_str!("../../profiles/init/composer-storage-generator"),
+        "init/composer-storage-setup",
+        include_str!("../../profiles/init/composer-storage-setup"),
+    ),
+    (
+        "init/composer-storage-setup.service",
+        include_str!("../../profiles/init/composer-storage-setup.service"),
     ),
     (
         "init/composer-cryptsetup@.service",
@@ -325,7 +329,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-deadline",
             "init/composer-break-generator",
             "init/composer-break",
-            "init/composer-storage-generator",
+            "init/composer-storage-setup",
             "init/composer-dhcp",
             "init/composer-network-generator",
             "init/composer-net-root",
