@@ -12,6 +12,8 @@
 //! Concurrent tests are safe: each asset is built under an exclusive file lock into a
 //! temporary name and renamed into place.
 
+pub mod release;
+
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Read};
