@@ -287,10 +287,14 @@ fn build_one(
     a: &Args,
     check: Option<(&BootTarget, Option<&str>, bool)>,
 ) -> Result<composer::write::BuildReport> {
-    // Every image written to a file: its PID 1 can start; then, when asked,
-    // the boot check against the root.
+    // Every image of a manifest written to a file: its PID 1 can start (a
+    // gen_init_cpio list is written as it says); then, when asked, the boot
+    // check against the root.
+    let manifest = spec.target.is_some();
     let checker = |file: &std::fs::File, name: &str| -> Result<()> {
-        check_pid1(file, name)?;
+        if manifest {
+            check_pid1(file, name)?;
+        }
         match check {
             Some((t, cmdline, required)) => check_image(file, name, t, cmdline, required),
             None => Ok(()),
@@ -317,6 +321,7 @@ fn build_one(
         return Err(Error::usage("--check needs the image written to a file")
             .with_hint("give -o a file path, or --no-check"));
     }
-    let before: Option<composer::write::BeforeCommit> = to_file.then_some(&checker);
+    let before: Option<composer::write::BeforeCommit> =
+        (to_file && (manifest || check.is_some())).then_some(&checker);
     pipeline::build_checked(spec, output, !a.archive.no_sync, before)
 }
