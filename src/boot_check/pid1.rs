@@ -27,8 +27,11 @@ const MAX_OBJECT: u64 = 256 << 20;
 const MAX_TEXT: u64 = 1 << 20;
 /// The most units followed (a bound for a hostile image).
 const MAX_UNITS: usize = 8000;
-/// The most objects followed while resolving libraries.
+/// The most objects one program loads.
 const MAX_OBJECTS: usize = 20_000;
+/// The most objects loaded, summed over the programs (a bound for a hostile
+/// image; an image composer builds loads a few thousand).
+const MAX_LOADS: usize = 200_000;
 
 const UNIT_DIRS: [&str; 3] = [
     "etc/systemd/system",
@@ -77,6 +80,8 @@ struct Contents {
     elves: HashMap<usize, Elf>,
     texts: HashMap<usize, String>,
     ld_cache: Vec<u8>,
+    /// The names in each directory of the image (as its entries name them).
+    children: HashMap<String, Vec<String>>,
 }
 
 /// The entry's identity, for maps keyed by entry.
@@ -107,6 +112,18 @@ fn may_be_elf(name: &str) -> bool {
 
 fn read_contents(image: &Image, names: &Names) -> Result<Contents> {
     let mut c = Contents::default();
+    for k in names.entries.keys() {
+        let k = String::from_utf8_lossy(k);
+        if let Some((dir, name)) = k.rsplit_once('/') {
+            c.children
+                .entry(dir.to_string())
+                .or_default()
+                .push(name.to_string());
+        }
+    }
+    for v in c.children.values_mut() {
+        v.sort();
+    }
     // The entries that win their name, by place.
     let mut wanted: HashMap<(usize, usize), String> = HashMap::new();
     for seg in &image.segments {
@@ -245,21 +262,16 @@ fn text<'c>(names: &Names, contents: &'c Contents, path: &str) -> Option<&'c str
     contents.texts.get(&key(e)).map(String::as_str)
 }
 
-/// Names in the image's unit directories under `dir` (a `.wants/`,
-/// `.requires/` or `.d/` directory), with whether each resolves.
-fn dir_entries(names: &Names, dir: &str) -> Vec<(String, bool)> {
-    let prefix = format!("{dir}/");
-    let mut out: Vec<(String, bool)> = names
-        .entries
-        .keys()
-        .filter_map(|k| {
-            let k = std::str::from_utf8(k).ok()?;
-            let rest = k.strip_prefix(&prefix)?;
-            (!rest.contains('/')).then(|| (rest.to_string(), names.resolve(k).is_some()))
-        })
-        .collect();
-    out.sort();
-    out
+/// Names in the image's directory `dir` (a `.wants/`, `.requires/` or `.d/`
+/// directory of the units), sorted, with whether each resolves.
+fn dir_entries(names: &Names, contents: &Contents, dir: &str) -> Vec<(String, bool)> {
+    contents
+        .children
+        .get(dir)
+        .into_iter()
+        .flatten()
+        .map(|n| (n.clone(), names.resolve(&format!("{dir}/{n}")).is_some()))
+        .collect()
 }
 
 /// Follows the units the initrd's targets pull in; says the ones needed and
@@ -297,13 +309,14 @@ fn units(
         let file = path.rsplit('/').next().unwrap_or(&unit).to_string();
         for dir in UNIT_DIRS {
             for n in [unit.clone(), file.clone()].iter().collect::<BTreeSet<_>>() {
-                for (conf, _) in dir_entries(names, &format!("{dir}/{n}.d")) {
+                for (conf, _) in dir_entries(names, contents, &format!("{dir}/{n}.d")) {
                     if conf.ends_with(".conf") {
                         texts.extend(text(names, contents, &format!("{dir}/{n}.d/{conf}")));
                     }
                 }
                 for kind in ["wants", "requires"] {
-                    for (w, resolves) in dir_entries(names, &format!("{dir}/{n}.{kind}")) {
+                    for (w, resolves) in dir_entries(names, contents, &format!("{dir}/{n}.{kind}"))
+                    {
                         if !resolves && kind == "requires" {
                             v.missing
                                 .insert(format!("unit {w} (required by {unit}: a dangling link)"));
@@ -371,7 +384,7 @@ fn ld_so_conf(names: &Names, contents: &Contents) -> Vec<String> {
                 let pattern = pattern.trim().trim_start_matches('/');
                 let (dir, last) = pattern.rsplit_once('/').unwrap_or(("etc", pattern));
                 let m = crate::resolve::elf::search::fnmatch;
-                let mut incl: Vec<String> = dir_entries(names, dir)
+                let mut incl: Vec<String> = dir_entries(names, contents, dir)
                     .into_iter()
                     .filter(|(n, _)| m(last.as_bytes(), n.as_bytes()))
                     .map(|(n, _)| format!("{dir}/{n}"))
@@ -415,9 +428,13 @@ fn libraries(
 ) -> usize {
     let conf_dirs = ld_so_conf(names, contents);
     let mut all: HashSet<usize> = HashSet::new();
+    let mut steps = 0;
     for (program, by) in programs {
-        load(names, contents, &conf_dirs, program, by, v, &mut all);
-        if all.len() > MAX_OBJECTS {
+        steps += load(names, contents, &conf_dirs, program, by, v, &mut all);
+        if steps > MAX_LOADS {
+            v.missing.insert(format!(
+                "more than {MAX_LOADS} objects loaded: the image's libraries were not all read"
+            ));
             break;
         }
     }
@@ -427,6 +444,7 @@ fn libraries(
 /// Loads `program` as the dynamic loader would, breadth first: a library
 /// whose name an object already loaded has (as its soname) is that object,
 /// as glibc reuses it (systemd's private libraries find each other so).
+/// The number of objects loaded.
 fn load(
     names: &Names,
     contents: &Contents,
@@ -435,7 +453,7 @@ fn load(
     by: &str,
     v: &mut Verdict,
     all: &mut HashSet<usize>,
-) {
+) -> usize {
     // (path as loaded, the RPATH chain of its loaders)
     let mut queue: VecDeque<(String, Vec<PathBuf>)> =
         VecDeque::from([(program.to_string(), Vec::new())]);
@@ -521,6 +539,7 @@ fn load(
             }
         }
     }
+    done.len()
 }
 
 #[cfg(test)]
@@ -728,6 +747,25 @@ mod tests {
             m.iter()
                 .any(|x| x.starts_with("/lib64/ld-linux-x86-64.so.2 (the loader of")),
             "{m:?}"
+        );
+    }
+
+    /// A hostile image's units are followed so far and no further, and said.
+    #[test]
+    fn a_unit_graph_past_the_bound_is_said_not_followed_forever() {
+        let mut items = without("usr/lib/systemd/system/initrd.target");
+        let wants: Vec<String> = (0..MAX_UNITS + 10)
+            .map(|i| format!("u{i}.service"))
+            .collect();
+        let unit = format!("[Unit]\nRequires=basic.target\nWants={}\n", wants.join(" "));
+        items.push(("usr/lib/systemd/system/initrd.target", text(&unit)));
+        let c = verdict(&items).unwrap();
+        assert!(
+            c.missing
+                .iter()
+                .any(|m| m.starts_with(&format!("more than {MAX_UNITS} units"))),
+            "{:?}",
+            c.missing
         );
     }
 
