@@ -174,6 +174,11 @@ fn both_inits_boot(release: Release) {
     );
     let version = root.systemd_version().expect("the root's systemd version");
     assert!(version >= 257, "systemd {version}");
+    // What these versions pull into sysinit.target that an initrd has no use for.
+    assert!(
+        !has("usr/lib/systemd/system/sysinit.target.wants/ldconfig.service"),
+        "ldconfig.service would run in the initrd"
+    );
     // The modules stay compressed as the release ships them.
     assert!(
         paths.iter().any(|p| p.ends_with("/virtio_blk.ko.xz")),
@@ -266,8 +271,7 @@ fn stderr(out: &std::process::Output) -> String {
 /// later), a unit's program, or systemd-cryptsetup (a package of its own from Debian 13
 /// on) with cryptsetup present. `init = "systemd"` is refused naming the file, `auto`
 /// takes the shell init and says why, and no image is written where the build refuses
-/// (an image already there is kept). check-boot says "no" for an image without the
-/// executor, naming it, and "yes" for the whole one.
+/// (an image already there is kept).
 #[test]
 fn a_root_whose_systemd_cannot_start_is_refused_or_given_the_shell_init() {
     let Some(root) = release_root(Release::Trixie) else {
@@ -338,9 +342,17 @@ fn a_root_whose_systemd_cannot_start_is_refused_or_given_the_shell_init() {
         "{err}"
     );
     assert_eq!(fs::read(&out_path).unwrap(), b"the image before");
+}
 
-    // check-boot judges an image without the executor (written to standard output,
-    // which the build cannot read back) from the image alone.
+/// check-boot judges an image without the executor (written to standard output, which
+/// the build cannot read back) from the image alone: "no", naming it; and "yes" for
+/// the whole one.
+#[test]
+fn check_boot_names_the_executor_a_debian_13_image_lacks() {
+    let Some(root) = release_root(Release::Trixie) else {
+        return;
+    };
+    let dir = Scratch::new("release-check-boot");
     let omit = dir.join("omit.toml");
     fs::write(
         &omit,
