@@ -18,14 +18,21 @@ use composer::resolve::root::Root;
 
 /// modprobe's lines with the module directory cut off the paths.
 fn oracle(base: &Path, kver: &str, conf: &Path, query: &str) -> Option<Vec<String>> {
-    let out = Command::new("modprobe")
-        .arg("-C")
-        .arg(conf)
-        .arg("-d")
-        .arg(base)
-        .args(["-S", kver, "--show-depends", query])
-        .output()
-        .expect("run modprobe");
+    show_depends(
+        Command::new("modprobe")
+            .arg("-C")
+            .arg(conf)
+            .arg("-d")
+            .arg(base)
+            .args(["-S", kver, "--show-depends", query]),
+        kver,
+    )
+}
+
+/// The lines of a `modprobe --show-depends` run by `cmd` for kernel `kver`, the module
+/// directory cut off the paths; None when it fails.
+pub(crate) fn show_depends(cmd: &mut Command, kver: &str) -> Option<Vec<String>> {
+    let out = cmd.output().expect("run modprobe");
     if !out.status.success() {
         return None;
     }
@@ -44,7 +51,8 @@ fn oracle(base: &Path, kver: &str, conf: &Path, query: &str) -> Option<Vec<Strin
     )
 }
 
-fn ours(tree: &ModuleTree, query: &str) -> Option<Vec<String>> {
+/// composer's probe list for `query`, as [`show_depends`] prints modprobe's.
+pub(crate) fn ours(tree: &ModuleTree, query: &str) -> Option<Vec<String>> {
     tree.show_depends(query, false).map(|list| {
         list.into_iter()
             .map(|p| match p.step {

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use composer::resolve::kmod::{ModuleTree, Step};
+use composer::resolve::kmod::ModuleTree;
 use composer::resolve::root::Root;
 
 use crate::support::release::{release_root, Release};
@@ -19,39 +19,12 @@ use crate::support::{self, Scratch};
 /// The release's modprobe, run in its root: the lines of `--show-depends`, the module
 /// directory cut off the paths; None when it fails.
 fn oracle(root: &Path, kver: &str, query: &str) -> Option<Vec<String>> {
-    let out = Command::new("chroot")
-        .arg(root)
-        .args(["modprobe", "-S", kver, "--show-depends", query])
-        .output()
-        .expect("run chroot modprobe");
-    if !out.status.success() {
-        return None;
-    }
-    let marker = format!("/lib/modules/{kver}/");
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| {
-                let l = l.trim_end();
-                match (l.strip_prefix("insmod "), l.rfind(&marker)) {
-                    (Some(_), Some(at)) => format!("insmod {}", &l[at + marker.len()..]),
-                    _ => l.to_string(),
-                }
-            })
-            .collect(),
+    crate::kmod_modprobe::show_depends(
+        Command::new("chroot")
+            .arg(root)
+            .args(["modprobe", "-S", kver, "--show-depends", query]),
+        kver,
     )
-}
-
-fn ours(tree: &ModuleTree, query: &str) -> Option<Vec<String>> {
-    tree.show_depends(query, false).map(|list| {
-        list.into_iter()
-            .map(|p| match p.step {
-                Step::Insmod { relpath, .. } => format!("insmod {relpath}"),
-                Step::Builtin { name } => format!("builtin {name}"),
-                Step::Install { command, .. } => format!("install {command}"),
-            })
-            .collect()
-    })
 }
 
 fn resolves_like_the_releases_modprobe(release: Release) {
@@ -98,7 +71,7 @@ fn resolves_like_the_releases_modprobe(release: Release) {
     let mut diffs = Vec::new();
     let mut missing = Vec::new();
     for (q, w) in queries.iter().zip(&want) {
-        let got = ours(&tree, q);
+        let got = crate::kmod_modprobe::ours(&tree, q);
         if &got != w {
             diffs.push(format!("{q}:\n  composer: {got:?}\n  modprobe: {w:?}"));
         }

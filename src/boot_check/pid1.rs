@@ -19,7 +19,10 @@ use crate::cpio::reader::RawEntry;
 use crate::error::Result;
 use crate::image::Image;
 use crate::resolve::elf::{self, Elf};
-use crate::resolve::systemd::{exec_program, settings, template};
+use crate::resolve::systemd::{
+    exec_program, settings, template, BUILTIN_UNITS as BUILTIN, EXEC_KEYS as EXECS,
+    PULLING_KEYS as PULLS, REQUIRING_KEYS as NEEDS,
+};
 
 /// The most bytes of one ELF object read from an image.
 const MAX_OBJECT: u64 = 256 << 20;
@@ -45,31 +48,8 @@ const TARGETS: [&str; 3] = [
     "initrd-switch-root.target",
     "initrd-switch-root.service",
 ];
-/// Units systemd makes itself, with no file.
-const BUILTIN: [&str; 4] = ["-.slice", "system.slice", "init.scope", "-.mount"];
 /// Unit types that generators, udev or systemd itself make at boot.
 const MADE_AT_BOOT: [&str; 5] = [".mount", ".device", ".swap", ".slice", ".scope"];
-/// Keys naming units a unit cannot start without.
-const NEEDS: [&str; 3] = ["Requires", "Requisite", "BindsTo"];
-/// Keys naming units a unit pulls in.
-const PULLS: [&str; 7] = [
-    "Requires",
-    "Requisite",
-    "Wants",
-    "BindsTo",
-    "Upholds",
-    "OnFailure",
-    "OnSuccess",
-];
-const EXECS: [&str; 7] = [
-    "ExecStart",
-    "ExecStartPre",
-    "ExecStartPost",
-    "ExecStop",
-    "ExecStopPost",
-    "ExecReload",
-    "ExecCondition",
-];
 /// Where the units' bare program names are looked for (systemd's own path).
 const PROGRAM_DIRS: [&str; 4] = ["usr/sbin", "usr/bin", "sbin", "bin"];
 

@@ -23,7 +23,10 @@ use crate::error::{Error, Result, Warning};
 use crate::manifest::load::{expand, Loaded};
 use crate::resolve::elf::BinaryRequest;
 use crate::resolve::root::Root;
-use crate::resolve::systemd::{exec_program, settings, template};
+use crate::resolve::systemd::{
+    exec_program, settings, template, BUILTIN_UNITS as BUILTIN, EXEC_KEYS as EXECS,
+    PULLING_KEYS as PULLS, REQUIRING_KEYS as NEEDS,
+};
 
 const UNIT_DIRS: [&str; 3] = [
     "/etc/systemd/system",
@@ -45,31 +48,6 @@ const UDEV_DIRS: [&str; 2] = ["/usr/lib/udev", "/lib/udev"];
 const MAX_UNITS: usize = 4000;
 /// The largest unit, drop-in or rules file read.
 const MAX_FILE: u64 = 1 << 20;
-
-/// Units systemd makes itself, with no file.
-const BUILTIN: [&str; 4] = ["-.slice", "system.slice", "init.scope", "-.mount"];
-
-/// The keys whose values are units this one needs: one missing is said.
-const NEEDS: [&str; 3] = ["Requires", "Requisite", "BindsTo"];
-/// The keys whose values are units this one pulls in.
-const PULLS: [&str; 7] = [
-    "Requires",
-    "Requisite",
-    "Wants",
-    "BindsTo",
-    "Upholds",
-    "OnFailure",
-    "OnSuccess",
-];
-const EXECS: [&str; 7] = [
-    "ExecStart",
-    "ExecStartPre",
-    "ExecStartPost",
-    "ExecStop",
-    "ExecStopPost",
-    "ExecReload",
-    "ExecCondition",
-];
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
     origin.with_rule(rule)

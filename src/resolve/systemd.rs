@@ -31,6 +31,32 @@ pub const NEEDS: [Need; 1] = [Need {
           stops with \"Failed to allocate manager object\"",
 }];
 
+/// Units systemd makes itself, with no file.
+pub const BUILTIN_UNITS: [&str; 4] = ["-.slice", "system.slice", "init.scope", "-.mount"];
+/// The keys of a unit whose values are units it needs: it does not start
+/// without them.
+pub const REQUIRING_KEYS: [&str; 3] = ["Requires", "Requisite", "BindsTo"];
+/// The keys of a unit whose values are units it pulls in.
+pub const PULLING_KEYS: [&str; 7] = [
+    "Requires",
+    "Requisite",
+    "Wants",
+    "BindsTo",
+    "Upholds",
+    "OnFailure",
+    "OnSuccess",
+];
+/// The keys of a service whose values are command lines it runs.
+pub const EXEC_KEYS: [&str; 7] = [
+    "ExecStart",
+    "ExecStartPre",
+    "ExecStartPost",
+    "ExecStop",
+    "ExecStopPost",
+    "ExecReload",
+    "ExecCondition",
+];
+
 /// The first systemd with `OnSuccess=` in units.
 pub const ON_SUCCESS: u32 = 249;
 
