@@ -26,7 +26,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 mod image_roots;
+mod names;
 mod pid1;
+
+pub use names::Names;
 mod rules;
 
 /// One line of the verdict: a layer (or the init, or the command line),
@@ -120,106 +123,6 @@ impl Report {
             s.push_str(&format!("  note: {n}\n"));
         }
         s
-    }
-}
-
-/// The names of an image as the unpacked tree has them (the last entry of
-/// a name wins), with symlinks followed inside the image.
-pub struct Names<'a> {
-    entries: HashMap<Vec<u8>, &'a RawEntry>,
-}
-
-/// Path components without empty ones and `.`.
-fn components(path: &[u8]) -> Vec<&[u8]> {
-    path.split(|&b| b == b'/')
-        .filter(|c| !c.is_empty() && *c != b".")
-        .collect()
-}
-
-impl<'a> Names<'a> {
-    pub fn of(image: &'a Image) -> Names<'a> {
-        let mut entries = HashMap::new();
-        for (_, e) in image.entries() {
-            if e.is_trailer() || e.skip.is_some() {
-                continue;
-            }
-            let name = components(&e.name).join(&b'/');
-            if !name.is_empty() {
-                entries.insert(name, e);
-            }
-        }
-        Names { entries }
-    }
-
-    /// The entry `path` names, symlinks followed (40 at most, as the
-    /// kernel's lookup), or None.
-    pub fn resolve(&self, path: &str) -> Option<&'a RawEntry> {
-        let mut todo: Vec<Vec<u8>> = components(path.as_bytes())
-            .into_iter()
-            .rev()
-            .map(<[u8]>::to_vec)
-            .collect();
-        let mut done: Vec<Vec<u8>> = Vec::new();
-        let mut links = 0;
-        let mut found = None;
-        while let Some(c) = todo.pop() {
-            if c == b".." {
-                done.pop();
-                continue;
-            }
-            done.push(c);
-            let e = *self.entries.get(&done.join(&b'/'))?;
-            if e.is_symlink() {
-                links += 1;
-                if links > 40 {
-                    return None;
-                }
-                let target = e.link.clone().unwrap_or_default();
-                done.pop();
-                if target.starts_with(b"/") {
-                    done.clear();
-                }
-                todo.extend(components(&target).into_iter().rev().map(<[u8]>::to_vec));
-                continue;
-            }
-            if !todo.is_empty() && !e.is_dir() {
-                return None;
-            }
-            found = Some(e);
-        }
-        found
-    }
-
-    /// A regular file with an execute bit at `path`.
-    fn executable(&self, path: &str) -> bool {
-        self.resolve(path)
-            .is_some_and(|e| e.is_regular() && e.header.mode & 0o111 != 0)
-    }
-
-    /// The first of the usual program directories that has `name`.
-    fn program(&self, name: &str) -> Option<String> {
-        ["usr/sbin", "usr/bin", "sbin", "bin"]
-            .iter()
-            .map(|d| format!("{d}/{name}"))
-            .find(|p| self.executable(p))
-    }
-
-    /// The kernel versions of the module trees in the image.
-    pub fn kernels(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .entries
-            .keys()
-            .filter_map(|k| {
-                let k = std::str::from_utf8(k).ok()?;
-                let rest = k
-                    .strip_prefix("usr/lib/modules/")
-                    .or_else(|| k.strip_prefix("lib/modules/"))?;
-                (!rest.contains('/')).then(|| rest.to_string())
-            })
-            .collect();
-        v.sort();
-        v.dedup();
-        v
     }
 }
 
@@ -709,7 +612,7 @@ pub fn check(inputs: &Inputs) -> Report {
     checks.push(c);
     // Whether a systemd image's PID 1 can start.
     match pid1::check(inputs.image, &names) {
-        Ok(Some(c)) => checks.push(c),
+        Ok(Some(p)) => checks.push(pid1_line(p)),
         Ok(None) => {}
         Err(e) => notes.push(format!("PID 1 was not checked: {e}")),
     }
@@ -781,7 +684,18 @@ pub fn check(inputs: &Inputs) -> Report {
 /// (see `pid1`): the check's line, or None when the image's init is not
 /// systemd.
 pub fn pid1(image: &Image) -> crate::error::Result<Option<Check>> {
-    pid1::check(image, &Names::of(image))
+    Ok(pid1::check(image, &Names::of(image))?.map(pid1_line))
+}
+
+/// The PID 1 check's verdict as a line of check-boot's.
+fn pid1_line(p: pid1::Pid1) -> Check {
+    let mut c = Check::new(p.layer, 0);
+    c.found = p.found;
+    c.missing = p.missing;
+    if !c.ok() {
+        c.fix = Some(pid1::FIX.into());
+    }
+    c
 }
 
 /// The manifest lines that add what a layer lacks.

@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{components, Check, Names};
+use super::names::{components, Names};
 use crate::cpio::reader::RawEntry;
 use crate::error::Result;
 use crate::image::Image;
@@ -168,9 +168,28 @@ struct Verdict {
     missing: BTreeSet<String>,
 }
 
+/// What would give an image's PID 1 what it lacks.
+pub(super) const FIX: &str =
+    "a root whose systemd is whole (its package reinstalled), or `init = \"shell\"`";
+
+/// The verdict on a systemd image's PID 1: its line of check-boot.
+pub(super) struct Pid1 {
+    /// `PID 1 (systemd NNN)`.
+    pub layer: String,
+    pub found: Vec<String>,
+    pub missing: Vec<String>,
+}
+
+#[cfg(test)]
+impl Pid1 {
+    fn ok(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
 /// The check of a systemd image's PID 1, or None for an image that has no
 /// systemd as its init (the `init` line judges that one).
-pub(super) fn check(image: &Image, names: &Names) -> Result<Option<Check>> {
+pub(super) fn check(image: &Image, names: &Names) -> Result<Option<Pid1>> {
     let systemd_image = names.executable(SYSTEMD) && names.resolve("etc/initrd-release").is_some();
     if !systemd_image {
         return Ok(None);
@@ -197,21 +216,14 @@ pub(super) fn check(image: &Image, names: &Names) -> Result<Option<Check>> {
         "{} units, {} programs and libraries",
         units, objects
     ));
-    let mut c = Check::new(
-        match version {
+    Ok(Some(Pid1 {
+        layer: match version {
             Some(n) => format!("PID 1 (systemd {n})"),
             None => "PID 1 (systemd)".into(),
         },
-        0,
-    );
-    c.found = v.found;
-    c.missing = v.missing.into_iter().collect();
-    if !c.ok() {
-        c.fix = Some(
-            "a root whose systemd is whole (its package reinstalled), or `init = \"shell\"`".into(),
-        );
-    }
-    Ok(Some(c))
+        found: v.found,
+        missing: v.missing.into_iter().collect(),
+    }))
 }
 
 /// The unit file of `unit` in the image, if any (an instance through its
@@ -664,7 +676,7 @@ mod tests {
         ]
     }
 
-    fn verdict(items: &[(&'static str, Item)]) -> Option<Check> {
+    fn verdict(items: &[(&'static str, Item)]) -> Option<Pid1> {
         let refs: Vec<(&str, &Item)> = items.iter().map(|(n, i)| (*n, i)).collect();
         let img = image(&refs);
         check(&img, &Names::of(&img)).unwrap()
@@ -691,7 +703,6 @@ mod tests {
         let missing = |items: Vec<(&'static str, Item)>| {
             let c = verdict(&items).expect("checked");
             assert!(!c.ok());
-            assert!(c.fix.is_some());
             c.missing
         };
         let m = missing(without("usr/lib/systemd/systemd-executor"));
