@@ -150,6 +150,19 @@ fn check_image(
     }
 }
 
+/// Whether `spec` is a systemd image (systemd and an initrd-release): the
+/// only kind whose PID 1 the build checks, so that no other image is read
+/// back (a manifest of many entries would hold them twice).
+fn systemd_image(spec: &ImageSpec) -> bool {
+    let has = |path: &[u8]| {
+        spec.segments
+            .iter()
+            .flat_map(|s| &s.entries)
+            .any(|e| e.name.as_bytes() == path)
+    };
+    has(b"usr/lib/systemd/systemd") && has(b"etc/initrd-release")
+}
+
 /// Whether the finished image's own PID 1 can start (a systemd image: its
 /// executor, units, programs and libraries, judged from the image alone): an
 /// error naming what it lacks when not, and the old image is kept.
@@ -290,9 +303,9 @@ fn build_one(
     // Every image of a manifest written to a file: its PID 1 can start (a
     // gen_init_cpio list is written as it says); then, when asked, the boot
     // check against the root.
-    let manifest = spec.target.is_some();
+    let pid1 = spec.target.is_some() && systemd_image(spec);
     let checker = |file: &std::fs::File, name: &str| -> Result<()> {
-        if manifest {
+        if pid1 {
             check_pid1(file, name)?;
         }
         match check {
@@ -322,6 +335,6 @@ fn build_one(
             .with_hint("give -o a file path, or --no-check"));
     }
     let before: Option<composer::write::BeforeCommit> =
-        (to_file && (manifest || check.is_some())).then_some(&checker);
+        (to_file && (pid1 || check.is_some())).then_some(&checker);
     pipeline::build_checked(spec, output, !a.archive.no_sync, before)
 }
