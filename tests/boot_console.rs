@@ -136,12 +136,9 @@ fn console_boot(init: &str) {
     }
     fs::write(dir.join("test.map.gz"), top).unwrap();
     fs::write(dir.join("test.psf"), psf2_font()).unwrap();
-    let extra = format!(
-        "[console]\nkeymap = {}\nfont = {}\n",
-        support::toml_str(&dir.join("test.map.gz").display().to_string()),
-        support::toml_str(&dir.join("test.psf").display().to_string()),
-    );
-    let image = boot_storage::image(&dir, &kernel, init, &extra);
+    // Beside the manifest (the image's programs come from the platform's root).
+    let extra = "[console]\nkeymap = \"./test.map.gz\"\nfont = \"./test.psf\"\n";
+    let image = boot_storage::image(&dir, &kernel, init, extra);
 
     // The image: the keymap as one file with its include inlined, the font as it
     // was, the configuration naming both, and the programs that load them.

@@ -127,7 +127,7 @@ struct Env {
 }
 
 fn env(init: &'static str) -> Option<Env> {
-    let (_, kernel, busybox) = support::require_boot_env()?;
+    let (_, kernel, busybox) = support::require_platform_env()?;
     if init == "systemd" {
         support::require_tool("udevadm", "udev")?;
         support::require_tool("/usr/lib/systemd/systemd-networkd", "systemd")?;
@@ -449,7 +449,9 @@ fn iscsi_target(ns: &Netns, disk: &Path) -> Option<()> {
 }
 
 /// nfs-ganesha and rpcbind in `ns`, exporting the files of the ext4 root `disk`
-/// read-only as /export (NFSv3 and NFSv4). Both run in a mount namespace of their own:
+/// read-only as /export (NFSv3 and NFSv4.0 and 4.1: Debian 12's nfs-ganesha 4.3
+/// serves NFSv4.2 reads that kernel 6.12's client, which reads with READ_PLUS there,
+/// gets as data it cannot run: "Exec format error" for every program of the root). Both run in a mount namespace of their own:
 /// the root's image is loop-mounted there and rpcbind's socket is in that namespace's
 /// own /run, so two tests' servers never meet, and the mounts go with the processes
 /// when the network namespace's are killed.
@@ -470,6 +472,7 @@ fn nfs_server(ns: &Netns, disk: &Path, work: &Path) -> Option<()> {
          }\n\
          NFSV4 {\n\
          \tGraceless = true;\n\
+         \tMinor_Versions = 0, 1;\n\
          \tRecoveryRoot = /run/ganesha/recovery;\n\
          }\n\
          EXPORT {\n\

@@ -86,17 +86,18 @@ fn disk(kernel: &DebianKernel, busybox: &Path, swtpm: &Path) -> Option<(PathBuf,
     )
 }
 
-/// PCR 11 as `systemd-measure calculate` has it for the measured sections of `uki`
-/// (dumped with objcopy) after the phases `enter-initrd:leave-initrd`.
-fn expected_pcr11(uki: &Path, scratch: &Path) -> String {
-    let mut cmd = Command::new("/usr/lib/systemd/systemd-measure");
+/// PCR 11 as the platform's own `systemd-measure calculate` has it for the measured
+/// sections of `uki` (dumped with objcopy) after the phases `enter-initrd:leave-initrd`.
+fn expected_pcr11(kernel: &DebianKernel, uki: &Path, scratch: &Path) -> String {
+    let measure = support::Userland::new(kernel, scratch);
+    let mut cmd = measure.command("/usr/lib/systemd/systemd-measure");
     cmd.args([
         "calculate",
         "--bank=sha256",
         "--phase=enter-initrd:leave-initrd",
         "--json=short",
     ]);
-    for s in ["linux", "osrel", "cmdline", "initrd", "pcrpkey"] {
+    for s in crate::uki::measured_sections(uki) {
         let out = scratch.join(format!("section.{s}"));
         support::run_ok(
             Command::new("objcopy")
@@ -105,7 +106,7 @@ fn expected_pcr11(uki: &Path, scratch: &Path) -> String {
                 .arg(uki)
                 .arg(scratch.join("objcopy.out")),
         );
-        cmd.arg(format!("--{s}={}", out.display()));
+        cmd.arg(format!("--{s}={}", measure.path(&out)));
     }
     let o = support::run_ok(&mut cmd);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -114,20 +115,26 @@ fn expected_pcr11(uki: &Path, scratch: &Path) -> String {
 
 #[test]
 fn a_signed_pcr_policy_unlocks_updates_and_nothing_else() {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     if !support::require_root() || support::require_tool("udevadm", "udev").is_none() {
         return;
     }
-    let Some(stub) = crate::uki::uefi_env() else {
+    if crate::uki::uefi_env().is_none() {
         return;
-    };
+    }
+    let stub = support::stub_of(&kernel);
     let Some(swtpm) = support::require_tool("swtpm", "swtpm") else {
         return;
     };
-    if !Path::new("/usr/lib/systemd/systemd-measure").exists() {
-        let msg = "/usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
+    if !kernel
+        .userland
+        .join("usr/lib/systemd/systemd-measure")
+        .exists()
+    {
+        let msg =
+            "the platform's /usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
         assert!(!support::strict(), "{msg}");
         support::skip(msg);
         return;
@@ -146,7 +153,7 @@ fn a_signed_pcr_policy_unlocks_updates_and_nothing_else() {
     let uki = |name: &str, cmdline: &str, key: &str| {
         let out = scratch.join(format!("{name}.efi"));
         support::run_ok(
-            support::build_for(&kernel.version, &kernel.modules_dir())
+            support::build_with(&kernel)
                 .arg(&manifest)
                 .args(["--uki", "--kernel"])
                 .arg(&kernel.vmlinuz)
@@ -194,7 +201,7 @@ fn a_signed_pcr_policy_unlocks_updates_and_nothing_else() {
             .arg(&edited)
             .arg(&edited_unsigned),
     );
-    let want_pcr = expected_pcr11(&first, &scratch);
+    let want_pcr = expected_pcr11(&kernel, &first, &scratch);
 
     let prompt = "Please enter passphrase";
     let boot = |name: &str, efi: &Path, secure: bool| {

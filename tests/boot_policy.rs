@@ -86,7 +86,7 @@ fn attach(disk: &Path) -> Vec<std::ffi::OsString> {
 }
 
 fn env() -> Option<(DebianKernel, PathBuf, String)> {
-    let (_, kernel, busybox) = support::require_boot_env()?;
+    let (_, kernel, busybox) = support::require_platform_env()?;
     if !support::require_root() {
         return None;
     }
@@ -268,7 +268,7 @@ fn the_systemd_inits_failure_policy_follows_the_command_line() {
 /// the harness's panic=-1; the systemd init's emergency mode) acts within 20 s of it.
 #[test]
 fn a_modprobe_that_hangs_holds_the_boot_no_longer_than_rd_timeout() {
-    let Some((_, kernel, _)) = support::require_boot_env() else {
+    let Some((_, kernel, _)) = support::require_platform_env() else {
         return;
     };
     let dir = Scratch::new("hung-modprobe");
@@ -280,14 +280,22 @@ fn a_modprobe_that_hangs_holds_the_boot_no_longer_than_rd_timeout() {
         if init == "systemd" && support::require_tool("udevadm", "udev").is_none() {
             continue;
         }
-        let image = support::shared_image(
-            &kernel,
-            &format!("generic-{init}-hung-balloon"),
-            &format!(
-                "include = [\"generic\"]\ninit = \"{init}\"\n\n[[file]]\nsrc = {}\n\
-                 dst = \"/etc/modprobe.d/hang.conf\"\nmode = \"0644\"\n",
-                support::toml_str(&conf.to_string_lossy())
+        // The configuration beside the manifest (the programs are the platform's).
+        let manifest = dir.join(format!("hung-{init}.toml"));
+        fs::write(
+            &manifest,
+            format!(
+                "include = [\"generic\"]\ninit = \"{init}\"\n\n[[file]]\nsrc = \"hang.conf\"\n\
+                 dst = \"/etc/modprobe.d/hang.conf\"\nmode = \"0644\"\n"
             ),
+        )
+        .unwrap();
+        let image = dir.join(format!("hung-{init}.img"));
+        support::run_ok(
+            support::build_with(&kernel)
+                .arg(&manifest)
+                .arg("-o")
+                .arg(&image),
         );
         let (end, said) = match init {
             "systemd" => (

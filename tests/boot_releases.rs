@@ -1,14 +1,16 @@
-//! The releases people run today, each booted with its own kernel in QEMU: Debian 13
-//! (systemd 257, kernel 6.12, modules `.ko.xz`) and Debian unstable (systemd 262,
-//! kernel 7.x, a util-linux without `switch_root`). The default image (the root's own
-//! systemd, with what systemd 255 and later need beyond their units) and the shell
-//! init's image are built from each root as it is, with no `[omit]` and no extra
-//! package, and must bring up the root's own systemd on the release's kernel (the
-//! default image inside a UKI on the release's own systemd-boot stub, started by OVMF).
-//! Unstable's root is in a LUKS2 volume: each init asks for the passphrase and boots. A root
-//! whose systemd lacks its executor, or a unit's program, is refused at build time
-//! (or given the shell init under `init = "auto"`, which says why), and check-boot says
-//! "no" for an image that lacks the executor, naming it.
+//! The releases people run, each booted with its own kernel in QEMU: Debian 13 (systemd
+//! 257, kernel 6.12, modules `.ko.xz`; the platform of every other boot test), Debian
+//! unstable (systemd 262, kernel 7.x, a util-linux without `switch_root`) and Debian 12
+//! (systemd 252, kernel 6.1). The default image (the root's own systemd, with what
+//! systemd 255 and later need beyond their units) and the shell init's image are built
+//! from each root as it is, with no `[omit]` and no extra package, and must bring up the
+//! root's own systemd on the release's kernel (the default image inside a UKI on the
+//! release's own systemd-boot stub, started by OVMF). Unstable's and Debian 12's roots
+//! are in a LUKS2 volume: each init asks for the passphrase and boots (Debian 12's smoke
+//! set: a root by UUID, a LUKS2 prompt and a UKI, in both inits). A root whose systemd
+//! lacks its executor, or a unit's program, is refused at build time (or given the shell
+//! init under `init = "auto"`, which says why), and check-boot says "no" for an image
+//! that lacks the executor, naming it.
 
 use std::fs;
 use std::path::Path;
@@ -167,22 +169,38 @@ fn both_inits_boot(release: Release) {
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     let paths = support::image_paths(&default);
     let has = |p: &str| paths.iter().any(|x| x == p);
+    let version = root.systemd_version().expect("the root's systemd version");
+    // systemd 255 and later start their units through the executor.
     assert!(
-        has("etc/initrd-release") && has("usr/lib/systemd/systemd-executor"),
-        "{}: the default image is not the systemd init with its executor:\n{said}",
+        has("etc/initrd-release") && has("usr/lib/systemd/systemd-executor") == (version >= 255),
+        "{}: the default image is not the systemd init of systemd {version}:\n{said}",
         release.suite()
     );
-    let version = root.systemd_version().expect("the root's systemd version");
-    assert!(version >= 257, "systemd {version}");
+    assert!(
+        version
+            >= if release == Release::Bookworm {
+                252
+            } else {
+                257
+            },
+        "systemd {version}"
+    );
     // What these versions pull into sysinit.target that an initrd has no use for.
     assert!(
         !has("usr/lib/systemd/system/sysinit.target.wants/ldconfig.service"),
         "ldconfig.service would run in the initrd"
     );
-    // The modules stay compressed as the release ships them.
+    // The modules stay compressed as the release ships them (Debian 13 and later).
+    let ext = if release == Release::Bookworm {
+        ".ko"
+    } else {
+        ".ko.xz"
+    };
     assert!(
-        paths.iter().any(|p| p.ends_with("/virtio_blk.ko.xz")),
-        "{}: no virtio_blk.ko.xz in the image",
+        paths
+            .iter()
+            .any(|p| p.ends_with(&format!("/virtio_blk{ext}"))),
+        "{}: no virtio_blk{ext} in the image",
         release.suite()
     );
 
@@ -229,9 +247,9 @@ fn both_inits_boot(release: Release) {
     let esp = crate::uki::esp(&dir, "default", &uki);
     let uefi = crate::uki::firmware(&dir, "default", false);
     let disk = match release {
-        // Unstable's boots unlock their root: its smoke set is a LUKS2 root, prompted
-        // for in both inits, and the default image in a UKI.
-        Release::Sid => {
+        // Unstable's and Debian 12's boots unlock their root: their smoke set is a
+        // LUKS2 root, prompted for in both inits, and the default image in a UKI.
+        Release::Sid | Release::Bookworm => {
             let Some(path) = luks_disk(&root) else {
                 return;
             };
@@ -256,6 +274,11 @@ fn both_inits_boot(release: Release) {
 #[test]
 fn debian_13_boots_with_the_default_image_and_the_shell_init() {
     both_inits_boot(Release::Trixie);
+}
+
+#[test]
+fn debian_12_boots_with_the_default_image_and_the_shell_init() {
+    both_inits_boot(Release::Bookworm);
 }
 
 #[test]

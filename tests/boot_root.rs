@@ -333,7 +333,7 @@ fn a_marker_is_found_before_a_message_on_its_line_and_not_with_more_after_it() {
 /// console must also show that the root found those device nodes in /dev before
 /// their modules were loaded (the static nodes the image's modules.devname names).
 fn boots_every_root(init: &str, append: &str, timeout: u64, static_nodes: Option<&str>) {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     let Some(roots) = roots(&busybox) else {
@@ -387,7 +387,7 @@ fn the_systemd_inits_first_modules_are_loaded_before_systemd_modules_load() {
     if support::require_tool("udevadm", "udev").is_none() {
         return;
     }
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     let Some(roots) = roots(&busybox) else {
@@ -428,7 +428,7 @@ fn the_systemd_inits_first_modules_are_loaded_before_systemd_modules_load() {
 /// A root that is not there ends in the emergency shell, which answers, within the
 /// configured wait (`rd.timeout=`) and well before systemd's own 90 s default.
 fn missing_root(init: &str, rd_timeout: u64, append: &str, marker: &str) {
-    let Some((_, kernel, _)) = support::require_boot_env() else {
+    let Some((_, kernel, _)) = support::require_platform_env() else {
         return;
     };
     let image = support::generic_image(&kernel, init);
@@ -492,7 +492,7 @@ fn a_missing_root_ends_in_systemds_emergency_shell() {
 /// one line, instead of systemd's switch failing in a loop.
 #[test]
 fn systemd_names_what_a_root_lacks_instead_of_switching_to_it() {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     if support::require_tool("udevadm", "udev").is_none()
@@ -574,44 +574,11 @@ fn systemd_names_what_a_root_lacks_instead_of_switching_to_it() {
     assert!(failed.is_empty(), "{}", failed.join("; "));
 }
 
-/// A real Debian 12 userspace, made once with `debootstrap --variant=minbase` (systemd
-/// as its init, udev, kmod) and a unit that prints the root's token, what PID 1 is and
-/// whether it runs in the initrd, then powers off: the directory, for `--root`. (The
-/// boots of a real Debian root to its own systemd are Debian 13's and unstable's, in
-/// `boot_releases`.)
+/// A real Debian 12 userspace (systemd, udev, kmod): the Debian 12 release root of
+/// `boot_releases` (made once with mmdebstrap). Returns the directory holding it as
+/// `root`, for `--root`, and its token.
 pub(crate) fn debian_root() -> Option<(PathBuf, String)> {
-    support::require_tool("debootstrap", "debootstrap")?;
-    if !support::require_root() {
-        return None;
-    }
-    let dir = support::cached_asset("debian-bookworm-minbase-v1", |tmp| {
-        let root = tmp.join("root");
-        fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
-        support::try_run(
-            Command::new("debootstrap")
-                .args([
-                    "--variant=minbase",
-                    "--include=systemd-sysv,udev,kmod",
-                    "bookworm",
-                ])
-                .arg(&root),
-        )?;
-        let t = token("debian");
-        let unit = "[Unit]\nDescription=composer test marker\n\n[Service]\nType=oneshot\n\
-             ExecStart=/bin/sh -c 'echo \"COMPOSER-DEBIAN-OK $(cat /etc/composer-token) \
-             pid1=$(cat /proc/1/comm) in-initrd=$(test -e /etc/initrd-release && echo yes || echo no)\" >/dev/console'\n\
-             ExecStartPost=/bin/systemctl --no-block poweroff\n\n[Install]\nWantedBy=multi-user.target\n";
-        let sys = root.join("etc/systemd/system");
-        fs::write(root.join("etc/composer-token"), format!("{t}\n")).map_err(|e| e.to_string())?;
-        fs::write(sys.join("composer-marker.service"), unit).map_err(|e| e.to_string())?;
-        fs::create_dir_all(sys.join("multi-user.target.wants")).map_err(|e| e.to_string())?;
-        std::os::unix::fs::symlink(
-            "../composer-marker.service",
-            sys.join("multi-user.target.wants/composer-marker.service"),
-        )
-        .map_err(|e| e.to_string())?;
-        fs::write(tmp.join("token"), t).map_err(|e| e.to_string())
-    })?;
-    let token = fs::read_to_string(dir.join("token")).unwrap();
-    Some((dir, token))
+    let r = crate::support::release::release_root(crate::support::release::Release::Bookworm)?;
+    let dir = r.dir.parent()?.to_path_buf();
+    Some((dir, r.token))
 }

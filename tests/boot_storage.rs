@@ -370,7 +370,8 @@ pub(crate) fn makeroot(
     Ok(())
 }
 
-/// The generic image with `init` and Debian's modules, plus `extra` manifest text.
+/// The generic image with `init` for `kernel` (its userland's programs), plus `extra`
+/// manifest text (sources named beside the manifest in `dir`).
 pub(crate) fn image(dir: &Path, kernel: &DebianKernel, init: &str, extra: &str) -> PathBuf {
     let m = dir.join(format!("storage-{init}.toml"));
     fs::write(
@@ -379,12 +380,7 @@ pub(crate) fn image(dir: &Path, kernel: &DebianKernel, init: &str, extra: &str) 
     )
     .unwrap();
     let out = dir.join(format!("storage-{init}.img"));
-    support::run_ok(
-        support::build_for(&kernel.version, &kernel.modules_dir())
-            .arg(&m)
-            .arg("-o")
-            .arg(&out),
-    );
+    support::run_ok(support::build_with(kernel).arg(&m).arg("-o").arg(&out));
     out
 }
 
@@ -505,12 +501,15 @@ pub(crate) fn passphrase(init: &str, n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The platform's kernel and the storage matrix's disks (made by a makeroot guest of
+/// this machine's programs and Debian's kernel package).
 pub(crate) fn storage_env() -> Option<(DebianKernel, Disks)> {
-    let (_, kernel, busybox) = support::require_boot_env()?;
+    let (_, tool_kernel, busybox) = support::require_boot_env()?;
+    let (_, kernel, _) = support::require_platform_env()?;
     if !support::require_root() {
         return None;
     }
-    let disks = disks(&kernel, &busybox)?;
+    let disks = disks(&tool_kernel, &busybox)?;
     Some((kernel, disks))
 }
 
@@ -577,20 +576,18 @@ fn wrong_passphrase(init: &str) {
 }
 
 /// The manifest text that adds a crypttab naming the encrypted root's key file, and
-/// that key file (the crypttab written in `dir`).
+/// that key file, for a manifest in `dir` (both written there and named beside the
+/// manifest: the image's programs come from another root).
 pub(crate) fn keyfile_extra(dir: &Path, disks: &Disks) -> String {
-    let crypttab = dir.join("crypttab");
     fs::write(
-        &crypttab,
+        dir.join("crypttab"),
         format!("cmpenc-crypt UUID={ENC_LUKS_UUID} /etc/keys/cmpenc.key luks\n"),
     )
     .unwrap();
-    format!(
-        "[[file]]\nsrc = {}\ndst = \"/etc/crypttab\"\nmode = \"0644\"\n\n\
-         [[file]]\nsrc = {}\ndst = \"/etc/keys/cmpenc.key\"\nmode = \"0400\"\n",
-        support::toml_str(&crypttab.to_string_lossy()),
-        support::toml_str(&disks.keyfile().to_string_lossy()),
-    )
+    fs::copy(disks.keyfile(), dir.join("cmpenc.key")).unwrap();
+    "[[file]]\nsrc = \"crypttab\"\ndst = \"/etc/crypttab\"\nmode = \"0644\"\n\n\
+     [[file]]\nsrc = \"cmpenc.key\"\ndst = \"/etc/keys/cmpenc.key\"\nmode = \"0400\"\n"
+        .to_string()
 }
 
 #[test]

@@ -193,7 +193,7 @@ pub(crate) fn disk_args(dir: &Path) -> Vec<std::ffi::OsString> {
 
 #[test]
 fn systemd_opens_a_tpm2_enrolled_root_with_no_prompt_and_asks_without_the_tpm() {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     if !support::require_root() || support::require_tool("udevadm", "udev").is_none() {

@@ -113,7 +113,7 @@ fn boot(
 }
 
 fn usr_is_mounted_before_the_switch(init: &str) {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     if !support::require_root() {

@@ -563,8 +563,14 @@ pub(crate) fn agree(
                             .lines()
                             .find_map(|l| l.trim().strip_prefix("COMPOSER-CIPHER"))
                             .map(|c| c.split_whitespace().collect::<Vec<_>>());
+                        // The AES-NI drivers: `xts-aes-aesni` (6.1), and the AVX
+                        // and VAES ones beside it from 6.10 on (`xts-aes-aesni-avx`,
+                        // `xts-aes-vaes-avx2`...); never `xts(ecb(aes-generic))`.
                         let aesni = ciphers.as_ref().is_some_and(|c| {
-                            !c.is_empty() && c.iter().all(|d| *d == "xts-aes-aesni")
+                            !c.is_empty()
+                                && c.iter().all(|d| {
+                                    d.starts_with("xts-aes-aesni") || d.starts_with("xts-aes-vaes")
+                                })
                         });
                         if !aesni {
                             problems.push(format!(

@@ -18,7 +18,7 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A copy of the debootstrapped Debian root (hard links where the filesystem allows)
+/// A copy of the Debian 12 root (hard links where the filesystem allows)
 /// without udevadm: systemd is there, udev's program is not.
 fn root_without_udevadm(debian: &Path, into: &Path) -> PathBuf {
     let root = into.join("root");

@@ -1,4 +1,4 @@
-//! Images for another architecture: a Debian arm64 root made on this x86-64 machine
+//! Images for another architecture: a Debian 13 arm64 root made on this x86-64 machine
 //! without running any of its programs (mmdebstrap's extract variant unpacks the
 //! packages and runs none of their scripts), with Debian's arm64 kernel package in it.
 //! composer builds the generic image from it; independent tools read the result (GNU
@@ -12,50 +12,19 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::support::release::{self, Release};
 use crate::support::{self, BootOptions, DebianKernel, Guest, Uefi};
 
 /// The packages the root holds: what the generic image takes from a root (a shell
 /// and the tools of the shell init, systemd and udev for the systemd init, kmod,
-/// util-linux, e2fsprogs for the root's check), the kernel and systemd's EFI stub.
+/// util-linux, e2fsprogs for the root's check, cryptsetup and systemd-cryptsetup with
+/// its token plugins), the kernel and systemd's EFI stub.
 const PACKAGES: &str = "busybox-static,libc6,libc-bin,dash,coreutils,findutils,grep,sed,mount,\
                         util-linux,systemd,udev,kmod,e2fsprogs,linux-image-arm64,\
-                        systemd-boot-efi";
+                        systemd-boot-efi,cryptsetup,systemd-cryptsetup";
 
 /// The ext4 root's UUID the arm64 guests boot by.
 const ROOT_UUID: &str = "a64a64a6-4a64-4a64-8a64-a64a64a64a64";
-
-/// The apt sources of this machine (its one-line lists and deb822 files), for
-/// mmdebstrap to fetch the other architecture's packages from the same archive.
-fn apt_sources() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let list = PathBuf::from("/etc/apt/sources.list");
-    if fs::read_to_string(&list)
-        .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("deb ")))
-    {
-        out.push(list);
-    }
-    if let Ok(rd) = fs::read_dir("/etc/apt/sources.list.d") {
-        let mut more: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "list" || x == "sources"))
-            .collect();
-        more.sort();
-        out.extend(more);
-    }
-    out
-}
-
-/// This machine's Debian release (`bookworm`).
-fn codename() -> Option<String> {
-    fs::read_to_string("/etc/os-release")
-        .ok()?
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VERSION_CODENAME=")
-                .map(|v| v.trim_matches('"').to_string())
-        })
-}
 
 /// The arm64 root and its kernel.
 pub(crate) struct Arm64 {
@@ -70,16 +39,16 @@ pub(crate) fn arm64() -> Option<Arm64> {
     if !support::require_root() {
         return None;
     }
-    let Some(suite) = codename() else {
-        support::skip("/etc/os-release names no VERSION_CODENAME");
-        return None;
-    };
-    let sources = apt_sources();
-    if sources.is_empty() {
-        support::skip("no apt sources on this machine to fetch arm64 packages from");
-        return None;
-    }
-    let root = support::cached_asset(&format!("debian-{suite}-arm64-root-v2"), |tmp| {
+    // The platform's release, Debian 13, from this machine's apt source.
+    let release = Release::Trixie;
+    let name = format!(
+        "debian-{}-arm64-root-{}-v5",
+        release.suite(),
+        release::month()
+    );
+    let root = support::cached_asset(&name, |tmp| {
+        let list = PathBuf::from(format!("{}.sources", tmp.display()));
+        fs::write(&list, release::sources(release)?).map_err(|e| e.to_string())?;
         let mut cmd = Command::new("mmdebstrap");
         cmd.args([
             "--quiet",
@@ -88,12 +57,17 @@ pub(crate) fn arm64() -> Option<Arm64> {
             "--mode=root",
         ])
         .arg(format!("--include={PACKAGES}"))
-        .arg(&suite)
+        // /bin, /sbin and /lib as links into /usr, as every Debian 13 system has them
+        // (the extract variant runs no package's script, and base-files makes none).
+        .arg("--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr")
+        .arg(release.suite())
         .arg(tmp)
-        .args(&sources);
-        support::try_run(&mut cmd).map(|_| ())
+        .arg(&list);
+        let made = support::try_run(&mut cmd).map(|_| ());
+        let _ = fs::remove_file(&list);
+        made
     })?;
-    let version = fs::read_dir(root.join("lib/modules"))
+    let version = fs::read_dir(root.join("usr/lib/modules"))
         .ok()?
         .flatten()
         .find_map(|e| e.file_name().into_string().ok())?;
@@ -104,6 +78,7 @@ pub(crate) fn arm64() -> Option<Arm64> {
             version,
             vmlinuz,
             root: root.clone(),
+            userland: root.clone(),
         },
         root,
     })
@@ -155,15 +130,70 @@ fn generic(a: &Arm64, init: &str) -> PathBuf {
     img
 }
 
-/// The image's entries, read by this crate's own newc reader after `zstd -dc`.
+/// The image's entries, read segment by segment by this crate's own newc reader: an
+/// uncompressed archive as it is (the generic image's first segment holds the modules
+/// Debian 13 ships compressed), the zstd-compressed rest after `zstd -dc`.
 fn entries(image: &Path) -> Vec<support::NewcEntry> {
     let raw = fs::read(image).unwrap();
-    let bytes = if raw.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        support::run_ok(Command::new("zstd").args(["-dc", "-q"]).arg(image)).stdout
-    } else {
-        raw
-    };
-    support::parse_newc(&bytes).unwrap()
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < raw.len() {
+        let rest = &raw[at..];
+        if rest.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            let mut zstd = Command::new("zstd")
+                .args(["-dc", "-q"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = zstd.stdin.take().unwrap();
+            let data = rest.to_vec();
+            let feed = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &data));
+            let o = zstd.wait_with_output().unwrap();
+            feed.join().unwrap().unwrap();
+            assert!(o.status.success(), "zstd -dc of {}", image.display());
+            out.extend(support::parse_newc(&o.stdout).unwrap());
+            break;
+        }
+        assert!(
+            rest.starts_with(b"070701"),
+            "{}: no archive at {at}",
+            image.display()
+        );
+        out.extend(support::parse_newc(rest).unwrap());
+        // Past this archive's trailer (its name padded to 4 bytes) and the zeros after.
+        let trailer = rest
+            .windows(11)
+            .position(|w| w == b"TRAILER!!!\0")
+            .expect("a trailer");
+        at += (trailer + 11).next_multiple_of(4);
+        while at < raw.len() && raw[at] == 0 {
+            at += 1;
+        }
+    }
+    out
+}
+
+/// The soname of a library's file name: `libkmod.so.2` for `.../libkmod.so.2.5.1`.
+fn soname(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    match file.find(".so.") {
+        Some(i) => {
+            let major = file[i + 4..].split('.').next().unwrap_or("");
+            format!("{}.so.{major}", &file[..i])
+        }
+        None => file.to_string(),
+    }
+}
+
+/// Whether `hay` holds `needle`.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Whether an image path is a kernel module (`.ko`, or compressed: `.ko.xz`).
+fn is_module(name: &str) -> bool {
+    name.ends_with(".ko") || name.contains(".ko.")
 }
 
 /// The ELF machine of an entry's data, if it is an ELF file.
@@ -252,13 +282,10 @@ fn an_arm64_image_holds_aarch64_programs_with_the_libraries_the_loader_loads() {
             .map(|e| e.name_str())
             .collect();
         assert!(wrong.is_empty(), "{init}: not ELF64 AArch64: {wrong:?}");
-        let modules = elves
-            .iter()
-            .filter(|e| e.name_str().ends_with(".ko"))
-            .count();
+        let modules = all.iter().filter(|e| is_module(&e.name_str())).count();
         let (libs, programs): (Vec<&&support::NewcEntry>, Vec<&&support::NewcEntry>) = elves
             .iter()
-            .filter(|e| !e.name_str().ends_with(".ko"))
+            .filter(|e| !is_module(&e.name_str()))
             .partition(|e| e.name_str().contains(".so"));
         assert!(
             modules > 300 && programs.len() > 15,
@@ -307,7 +334,19 @@ fn an_arm64_image_holds_aarch64_programs_with_the_libraries_the_loader_loads() {
                 "systemd: no TPM2 token plugin: {extra:?}"
             );
             let loaded = lddtree(&a.root, &named);
-            let unexplained: Vec<&String> = extra.iter().filter(|p| !loaded.contains(*p)).collect();
+            // And what the image's programs name in their `.note.dlopen` (a JSON list
+            // of sonames: systemd 256 and later dlopen libkmod, libcryptsetup...).
+            let noted = |p: &str| {
+                let soname = soname(p);
+                elves.iter().any(|e| {
+                    let d = &e.data;
+                    contains(d, b"\"soname\":[") && contains(d, format!("\"{soname}\"").as_bytes())
+                })
+            };
+            let unexplained: Vec<&String> = extra
+                .iter()
+                .filter(|p| !loaded.contains(*p) && !noted(p))
+                .collect();
             assert!(
                 unexplained.is_empty(),
                 "systemd: libraries nothing loads: {unexplained:?}"
@@ -359,7 +398,7 @@ fn an_arm64_images_modules_are_what_modprobe_inserts() {
     let ours: BTreeSet<String> = entries(&image)
         .iter()
         .map(|e| e.name_str())
-        .filter(|n| n.ends_with(".ko"))
+        .filter(|n| is_module(n))
         .map(|n| support::module_name(&n))
         .collect();
     let theirs: BTreeSet<String> = names
@@ -373,7 +412,7 @@ fn an_arm64_images_modules_are_what_modprobe_inserts() {
     let generic: BTreeSet<String> = entries(&generic(&a, "shell"))
         .iter()
         .map(|e| e.name_str())
-        .filter(|n| n.ends_with(".ko"))
+        .filter(|n| is_module(n))
         .map(|n| support::module_name(&n))
         .collect();
     let out = support::run_ok(

@@ -168,6 +168,7 @@ fn a_kernel_package_installed_beside_composers_package_gets_a_booting_initrd() {
         version: version.clone(),
         vmlinuz: PathBuf::from(format!("/boot/vmlinuz-{version}")),
         root: PathBuf::from("/"),
+        userland: PathBuf::from("/"),
     };
     let root = &roots[0];
     let opts = BootOptions {
@@ -200,4 +201,147 @@ fn a_kernel_package_installed_beside_composers_package_gets_a_booting_initrd() {
     dpkg(&["--purge", "initramfs-composer"]);
     installed.0.pop();
     assert!(!Path::new("/usr/bin/composer").exists());
+}
+
+/// The package on Debian 13, with Debian 13's own kernel-install (systemd 257): in a
+/// copy of the platform's root (made with mmdebstrap; the package conflicts with
+/// initramfs-tools, which is purged first, as apt would), `dpkg --install` sets it up,
+/// and `kernel-install add` runs composer's plugin: an initrd beside the kernel
+/// (layout=other, which kernel-install picks without an ESP), then with
+/// `layout=uki` and `uki_generator=composer` a UKI on the ESP holding the root's
+/// kernel and its `/etc/kernel/cmdline`. `kernel-install remove` takes each away. The
+/// root is a copy in a scratch directory, run in a mount namespace of its own: nothing
+/// of this machine is installed or changed.
+#[test]
+fn debian_13s_kernel_install_runs_the_packages_plugin_for_an_initrd_and_a_uki() {
+    if !support::require_root() {
+        return;
+    }
+    for (tool, pkg) in [("dpkg-deb", "dpkg"), ("dpkg-shlibdeps", "dpkg-dev")] {
+        if support::require_tool(tool, pkg).is_none() {
+            return;
+        }
+    }
+    let Some(platform) = support::release::release_root(support::release::Release::Trixie) else {
+        return;
+    };
+    let kver = platform.kernel.version.clone();
+    let dir = Scratch::new("deb-trixie");
+    let built = support::run_ok(
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/debian/build-deb"))
+            .arg("--binary")
+            .arg(support::composer_bin())
+            .arg("--out")
+            .arg(dir.path()),
+    );
+    let deb = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
+    let root = dir.join("root");
+    support::run_ok(Command::new("cp").arg("-a").arg(&platform.dir).arg(&root));
+    fs::copy(&deb, root.join("tmp/initramfs-composer.deb")).unwrap();
+    let cmdline = format!("root=UUID={} ro console=ttyS0", support::release::ROOT_UUID);
+    fs::write(root.join("etc/kernel/cmdline"), format!("{cmdline}\n")).unwrap();
+    // Runs `script` in the root, with /proc, /sys and /dev as a chroot needs them.
+    let in_root = |script: &str| {
+        let out = support::run(
+            Command::new("unshare")
+                .args(["--mount", "--propagation", "private", "sh", "-c"])
+                .arg(
+                    r#"mount -t proc proc "$1/proc" && mount -t sysfs sysfs "$1/sys" &&
+                       mount --rbind /dev "$1/dev" && exec chroot "$1" sh -c "$2""#,
+                )
+                .arg("sh")
+                .arg(&root)
+                .arg(format!(
+                    "export PATH=/usr/sbin:/usr/bin DEBIAN_FRONTEND=noninteractive; {script}"
+                )),
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("--- {script} ---\n{text}");
+        assert!(out.status.success(), "{script}: {text}");
+        text
+    };
+    in_root("dpkg --purge --force-depends initramfs-tools initramfs-tools-core");
+    in_root("dpkg --install /tmp/initramfs-composer.deb");
+    let version = in_root("kernel-install --version");
+    assert!(version.contains("systemd 257"), "{version}");
+
+    // layout=other: the initrd beside the kernel, composer's.
+    let initrd = root.join(format!("boot/initrd.img-{kver}"));
+    let _ = fs::remove_file(&initrd);
+    let said = in_root(&format!(
+        "kernel-install -v add {kver} /boot/vmlinuz-{kver}"
+    ));
+    assert!(
+        said.contains("50-composer.install") && said.contains("layout=other"),
+        "{said}"
+    );
+    assert!(
+        initrd.is_file(),
+        "kernel-install wrote no {}",
+        initrd.display()
+    );
+    support::run_ok(support::composer().arg("verify").arg(&initrd));
+    let paths = support::image_paths(&initrd);
+    assert!(
+        paths
+            .iter()
+            .any(|p| p == "usr/lib/systemd/systemd-executor"),
+        "not the Debian 13 systemd image"
+    );
+    in_root(&format!("kernel-install remove {kver}"));
+    assert!(
+        !initrd.exists(),
+        "{} is left after remove",
+        initrd.display()
+    );
+
+    // layout=uki with composer as its generator: a UKI on the ESP.
+    fs::create_dir_all(root.join("boot/efi")).unwrap();
+    fs::write(
+        root.join("etc/kernel/install.conf"),
+        "layout=uki\nuki_generator=composer\n",
+    )
+    .unwrap();
+    in_root(&format!(
+        "BOOT_ROOT=/boot/efi kernel-install -v add {kver} /boot/vmlinuz-{kver}"
+    ));
+    let linux = root.join("boot/efi/EFI/Linux");
+    let ukis: Vec<PathBuf> = fs::read_dir(&linux)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(ukis.len(), 1, "{}: {ukis:?}", linux.display());
+    let uki = &ukis[0];
+    assert!(
+        uki.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with(&format!("-{kver}.efi")),
+        "{}",
+        uki.display()
+    );
+    let o = support::run_ok(support::composer().args(["inspect", "--json"]).arg(uki));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["uki"]["uname"], kver.as_str());
+    assert_eq!(doc["uki"]["cmdline"], cmdline.as_str());
+    let linux_section = doc["uki"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == ".linux")
+        .cloned()
+        .expect("a .linux section");
+    let bytes = fs::read(uki).unwrap();
+    let at = linux_section["offset"].as_u64().unwrap() as usize;
+    let size = linux_section["size"].as_u64().unwrap() as usize;
+    assert_eq!(
+        &bytes[at..at + size],
+        fs::read(&platform.kernel.vmlinuz).unwrap().as_slice(),
+        "the UKI's kernel is not the root's"
+    );
+    in_root(&format!("BOOT_ROOT=/boot/efi kernel-install remove {kver}"));
+    assert!(!uki.exists(), "{} is left after remove", uki.display());
 }

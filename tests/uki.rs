@@ -45,6 +45,23 @@ pub(crate) fn uefi_env() -> Option<PathBuf> {
     Some(stub.to_path_buf())
 }
 
+/// The sections of `uki` that systemd-measure takes (as its options name them), those
+/// the UKI has (objdump's section headers).
+pub(crate) fn measured_sections(uki: &Path) -> Vec<&'static str> {
+    let o = support::run_ok(Command::new("objdump").arg("-h").arg(uki));
+    let headers = String::from_utf8_lossy(&o.stdout).into_owned();
+    let names: Vec<&str> = headers
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    [
+        "linux", "osrel", "cmdline", "initrd", "ucode", "splash", "dtb", "uname", "sbat", "pcrpkey",
+    ]
+    .into_iter()
+    .filter(|s| names.contains(&format!(".{s}").as_str()))
+    .collect()
+}
+
 /// An ESP holding `efi` as the removable-media boot program.
 pub(crate) fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
     let img = dir.join(format!("{name}.esp"));
@@ -98,7 +115,7 @@ fn build_uki(
     .unwrap();
     let out = dir.join(format!("{name}.efi"));
     support::run_ok(
-        support::build_for(&kernel.version, &kernel.modules_dir())
+        support::build_with(kernel)
             .arg(&manifest)
             .args(["--uki", "--kernel"])
             .arg(&kernel.vmlinuz)
@@ -134,30 +151,41 @@ fn boot(kernel: &DebianKernel, esp: &Path, uefi: Uefi, disk: &[String], stop: &s
 
 #[test]
 fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
-    let Some(stub) = uefi_env() else {
+    if uefi_env().is_none() {
         return;
-    };
+    }
+    let stub = support::stub_of(&kernel);
     let Some(roots) = crate::boot_root::roots(&busybox) else {
         return;
     };
     let root = &roots[0];
     // The PE checksum composer writes is the one the linker wrote into the stub and
-    // the kernel (each recomputed over its own file).
+    // the kernel (each recomputed over its own file), where the linker wrote one
+    // (Debian 13's stub has none: 0).
+    let mut checked = 0;
     for file in [stub.clone(), kernel.vmlinuz.clone()] {
         let data = fs::read(&file).unwrap();
         let pe = u32::from_le_bytes(data[0x3c..0x40].try_into().unwrap()) as usize;
         let field = pe + 24 + 64;
         let stored = u32::from_le_bytes(data[field..field + 4].try_into().unwrap());
+        if stored == 0 {
+            continue;
+        }
         assert_eq!(
             composer::uki::pe::image_checksum(&data, field),
             stored,
             "{}",
             file.display()
         );
+        checked += 1;
     }
+    assert!(
+        checked > 0,
+        "neither the stub nor the kernel has a PE checksum"
+    );
     let dir = Scratch::new("uki");
     // The command line only the UKI carries: the firmware is given none.
     let cmdline = format!(
@@ -210,11 +238,17 @@ fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
             .arg(&uki),
     );
     assert!(unpacked.join("init").is_file(), "extract left no /init");
-    let module = format!(
-        "usr/lib/modules/{}/kernel/drivers/block/virtio_blk.ko",
-        kernel.version
-    );
-    assert!(unpacked.join(&module).is_file(), "extract left no {module}");
+    // As the release ships it: `.ko` (Debian 12), `.ko.xz` (Debian 13).
+    let module = ["", ".xz"]
+        .map(|ext| {
+            format!(
+                "usr/lib/modules/{}/kernel/drivers/block/virtio_blk.ko{ext}",
+                kernel.version
+            )
+        })
+        .into_iter()
+        .find(|m| unpacked.join(m).is_file());
+    assert!(module.is_some(), "extract left no virtio_blk module");
     support::run_ok(support::composer().arg("verify").arg(&uki));
     let o = support::run_ok(Command::new("objdump").arg("-h").arg(&uki));
     let h = String::from_utf8_lossy(&o.stdout);
@@ -247,7 +281,7 @@ fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
 
 #[test]
 fn a_signed_uki_passes_sbverify_and_secure_boot_starts_only_it() {
-    let Some((_, kernel, busybox)) = support::require_boot_env() else {
+    let Some((_, kernel, busybox)) = support::require_platform_env() else {
         return;
     };
     if uefi_env().is_none() {
@@ -935,12 +969,13 @@ fn the_ukis_sbat_merges_the_lines_and_no_section_overlaps() {
     assert!(!dir.join("bad.efi").exists());
 }
 
-/// `.pcrsig` is what `systemd-measure sign` (systemd 252, which computes the policies
-/// with a TPM: swtpm here) writes for the UKI's measured sections, the same key and
-/// phases, byte for byte once parsed; `.pcrpkey` is the key's public half.
+/// `.pcrsig` is what the platform's own `systemd-measure sign` (Debian 13's, run in its
+/// root with swtpm as its TPM) writes for the UKI's measured sections (with systemd 257
+/// `.uname` and `.sbat` too), the same key and phases, byte for byte once parsed;
+/// `.pcrpkey` is the key's public half.
 #[test]
 fn the_pcr_signature_is_systemd_measures() {
-    let Some(kernel) = support::debian_kernel() else {
+    let Some((_, kernel, _)) = support::require_platform_env() else {
         return;
     };
     if uefi_env().is_none() {
@@ -952,9 +987,13 @@ fn the_pcr_signature_is_systemd_measures() {
     if support::require_tool("objcopy", "binutils").is_none() {
         return;
     }
-    let measure = Path::new("/usr/lib/systemd/systemd-measure");
-    if !measure.exists() {
-        let msg = "/usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
+    if !kernel
+        .userland
+        .join("usr/lib/systemd/systemd-measure")
+        .exists()
+    {
+        let msg =
+            "the platform's /usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
         assert!(!support::strict(), "{msg}");
         support::skip(msg);
         return;
@@ -1020,15 +1059,24 @@ fn the_pcr_signature_is_systemd_measures() {
     while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut cmd = Command::new(measure);
+    let measure = support::Userland::new(&kernel, &dir);
+    let mut cmd = measure.command("/usr/lib/systemd/systemd-measure");
     cmd.args(["sign", "--bank=sha256", "--json=short"])
-        .arg(format!("--private-key={}", key.display()))
-        .arg(format!("--tpm2-device=swtpm:path={}", sock.display()));
+        .arg(format!("--private-key={}", measure.path(&key)))
+        .arg(format!("--tpm2-device=swtpm:path={}", measure.path(&sock)));
     for p in phases {
         cmd.arg(format!("--phase={p}"));
     }
-    for s in ["linux", "osrel", "cmdline", "initrd", "pcrpkey"] {
-        cmd.arg(format!("--{s}={}", section(&format!(".{s}")).display()));
+    let sections = measured_sections(&uki);
+    assert!(
+        sections.contains(&"uname") && sections.contains(&"sbat"),
+        "{sections:?}"
+    );
+    for s in sections {
+        cmd.arg(format!(
+            "--{s}={}",
+            measure.path(&section(&format!(".{s}")))
+        ));
     }
     let o = support::run(&mut cmd);
     let _ = tpm.kill();

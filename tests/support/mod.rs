@@ -476,12 +476,21 @@ pub struct DebianKernel {
     pub vmlinuz: PathBuf,
     /// The `dpkg -x` directory; contains `lib/modules/<version>` and `boot/`.
     pub root: PathBuf,
+    /// The root images for this kernel take their programs from (`--root` of
+    /// [`shared_image`]): `/` for the kernel package alone, the release's root for a
+    /// release's kernel.
+    pub userland: PathBuf,
 }
 
 impl DebianKernel {
-    /// `<root>/lib/modules/<version>`.
+    /// `<root>/lib/modules/<version>` (`<root>/usr/lib/...` in a root whose `/lib` is
+    /// not there: a release's packages unpacked without their scripts).
     pub fn modules_dir(&self) -> PathBuf {
-        self.root.join("lib/modules").join(&self.version)
+        let lib = self.root.join("lib/modules").join(&self.version);
+        if lib.is_dir() {
+            return lib;
+        }
+        self.root.join("usr/lib/modules").join(&self.version)
     }
     /// `<root>/boot/config-<version>`.
     pub fn config(&self) -> PathBuf {
@@ -572,6 +581,7 @@ pub fn debian_kernel() -> Option<DebianKernel> {
         version,
         vmlinuz,
         root,
+        userland: PathBuf::from("/"),
     })
 }
 
@@ -677,6 +687,15 @@ pub fn require_boot_env() -> Option<(PathBuf, DebianKernel, PathBuf)> {
     let qemu = require_qemu()?;
     let busybox = busybox_static()?;
     let kernel = debian_kernel()?;
+    Some((qemu, kernel, busybox))
+}
+
+/// [`require_boot_env`] on the boot matrix's platform: Debian 13's kernel and root
+/// ([`release::platform_kernel`]), whose generic images take the root's programs.
+pub fn require_platform_env() -> Option<(PathBuf, DebianKernel, PathBuf)> {
+    let qemu = require_qemu()?;
+    let busybox = busybox_static()?;
+    let kernel = release::platform_kernel()?;
     Some((qemu, kernel, busybox))
 }
 
@@ -1110,6 +1129,21 @@ pub fn qemu_boot_with(kernel: &DebianKernel, initrd: &Path, opts: &BootOptions) 
                 monitor.next();
             }
         }
+        // The marker of `type_when` ends the prompts: answers not typed yet are left
+        // out (a program may ask fewer times than a test has answers for: after wrong
+        // passphrases systemd-cryptsetup 257 gives up after two prompts, 252 after
+        // three).
+        if typed < opts.answers.len() {
+            if let Some((mark, _)) = &opts.type_when {
+                if seen.get(from..).is_some_and(|s| s.contains(mark.as_str())) {
+                    for _ in typed..opts.answers.len() {
+                        next = answers.next();
+                    }
+                    typed = opts.answers.len();
+                    prompted = None;
+                }
+            }
+        }
         if let Some((when, what)) = next {
             if let Some(at) = seen.get(from..).and_then(|s| s.find(when.as_str())) {
                 let delay = if typed < opts.answers.len() {
@@ -1322,6 +1356,70 @@ pub fn build_for(version: &str, kmoddir: &Path) -> Command {
     cmd
 }
 
+/// [`build_for`] `kernel`, the image's programs from its userland (`--root`; sources
+/// not starting with `/` stay beside the manifest).
+pub fn build_with(kernel: &DebianKernel) -> Command {
+    let mut cmd = build_for(&kernel.version, &kernel.modules_dir());
+    cmd.arg("--root").arg(&kernel.userland);
+    cmd
+}
+
+/// The systemd-boot stub of `kernel`'s userland (its release's, for a release's kernel).
+pub fn stub_of(kernel: &DebianKernel) -> PathBuf {
+    kernel
+        .userland
+        .join("usr/lib/systemd/boot/efi/linuxx64.efi.stub")
+}
+
+/// A program of `kernel`'s userland run on files of `dir`: for the host's userland the
+/// program itself; for a release's root, run inside that root (chroot, in a mount
+/// namespace of its own where `dir` is bound on the root's /mnt, so the root is never
+/// written). Name `dir`'s files to it with [`Userland::path`].
+pub struct Userland {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl Userland {
+    pub fn new(kernel: &DebianKernel, dir: &Path) -> Userland {
+        Userland {
+            root: kernel.userland.clone(),
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn host(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// `program` (an absolute path in the userland), to which callers add arguments.
+    pub fn command(&self, program: &str) -> Command {
+        if self.host() {
+            return Command::new(program);
+        }
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(r#"mount --bind "$1" "$2/mnt" && shift 2 && exec chroot "$@""#)
+            .arg("sh")
+            .arg(&self.dir)
+            .arg(&self.root)
+            .arg(&self.root)
+            .arg(program);
+        cmd
+    }
+
+    /// `p` (a file in `dir`) as the program sees it.
+    pub fn path(&self, p: &Path) -> String {
+        if self.host() {
+            return p.display().to_string();
+        }
+        let rel = p
+            .strip_prefix(&self.dir)
+            .unwrap_or_else(|_| panic!("{} is not in {}", p.display(), self.dir.display()));
+        Path::new("/mnt").join(rel).display().to_string()
+    }
+}
+
 /// The bytes of the file at `path` in `image` (`composer cat`).
 pub fn image_bytes(image: &Path, path: &str) -> Vec<u8> {
     run_ok(composer().arg("cat").arg(image).arg(path)).stdout
@@ -1351,8 +1449,9 @@ pub fn modules_load(image: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The generic image with `init` for Debian's kernel, built once per test process and
-/// shared by the boot tests that take it as it is (a build of the systemd image takes
+/// The generic image with `init` for `kernel` (its programs from the kernel's
+/// userland), built once per test process and shared by the boot tests that take it
+/// as it is (a build of the systemd image takes
 /// seconds; the tests that boot it take it many times).
 pub fn generic_image(kernel: &DebianKernel, init: &str) -> PathBuf {
     shared_image(
@@ -1362,8 +1461,9 @@ pub fn generic_image(kernel: &DebianKernel, init: &str) -> PathBuf {
     )
 }
 
-/// The image of `manifest` (named `name` in this run) for Debian's kernel, built once
-/// per test process and shared by the tests that boot it.
+/// The image of `manifest` (named `name` in this run) for `kernel`, its programs from
+/// the kernel's userland, built once per test process and shared by the tests that
+/// boot it.
 pub fn shared_image(kernel: &DebianKernel, name: &str, manifest: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
@@ -1373,6 +1473,8 @@ pub fn shared_image(kernel: &DebianKernel, name: &str, manifest: &str) -> PathBu
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    // One image of a name per kernel (and so per userland).
+    let name = &format!("{name}-{}", kernel.version);
     if let Some(p) = built.get(name) {
         return p.clone();
     }
@@ -1395,12 +1497,7 @@ pub fn shared_image(kernel: &DebianKernel, name: &str, manifest: &str) -> PathBu
     let m = dir.join(format!("{name}.toml"));
     fs::write(&m, manifest).unwrap();
     let out = dir.join(format!("{name}.img"));
-    run_ok(
-        build_for(&kernel.version, &kernel.modules_dir())
-            .arg(&m)
-            .arg("-o")
-            .arg(&out),
-    );
+    run_ok(build_with(kernel).arg(&m).arg("-o").arg(&out));
     built.insert(name.to_string(), out.clone());
     out
 }

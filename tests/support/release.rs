@@ -1,13 +1,15 @@
-//! Roots of the Debian releases people run: Debian 13 (trixie, the stable release) and
-//! Debian unstable (sid), each with its own kernel, systemd, udev, kmod, cryptsetup and
-//! busybox, made once with `mmdebstrap --variant=apt` from this machine's apt sources
-//! (the suite renamed) and kept in the asset cache, keyed by suite and month. Each root
-//! comes with an ext4 disk of it whose systemd prints a marker (the token, the release's
-//! codename, the kernel that runs and what PID 1 is) and powers off.
+//! Roots of the Debian releases people run: Debian 13 (trixie, the stable release and
+//! the boot tests' platform: its kernel boots every boot test's image, and the generic
+//! images take its programs), Debian unstable (sid) and Debian 12 (bookworm), each
+//! with its own kernel, systemd, udev, kmod, cryptsetup and busybox, made once with
+//! `mmdebstrap --variant=apt` from this machine's apt sources (the suite renamed) and
+//! kept in the asset cache, keyed by suite and month. Each root comes with an ext4 disk
+//! of it whose systemd prints a marker (the token, the release's codename, the kernel
+//! that runs and what PID 1 is) and powers off.
 //!
 //! The roots are as `mmdebstrap --variant=apt` makes them: no systemd-sysv (so no
-//! /sbin/init: the switch goes to the root's systemd, as systemd itself does) and no
-//! recommended packages.
+//! /sbin/init: the switch goes to the root's systemd, as systemd itself does), no
+//! recommended packages, and no initramfs-tools image of their kernel (`INITRD=No`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ use super::{cached_asset, require_root, require_tool, try_run, DebianKernel};
 /// A release this machine can make a root of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Release {
-    /// Debian 13, the stable release: systemd 257, kernel 6.12.
+    /// Debian 12, the release before: systemd 252, kernel 6.1.
+    Bookworm,
+    /// Debian 13, the stable release: systemd 257, kernel 6.12. The boot tests' platform.
     Trixie,
     /// Debian unstable: systemd 262, kernel 7.x.
     Sid,
@@ -27,6 +31,7 @@ pub enum Release {
 impl Release {
     pub fn suite(self) -> &'static str {
         match self {
+            Release::Bookworm => "bookworm",
             Release::Trixie => "trixie",
             Release::Sid => "sid",
         }
@@ -35,15 +40,43 @@ impl Release {
     /// The suites of its apt source.
     fn suites(self) -> &'static str {
         match self {
+            Release::Bookworm => "bookworm bookworm-updates",
             Release::Trixie => "trixie trixie-updates",
             Release::Sid => "unstable",
         }
     }
+
+    /// The packages of its root: [`PACKAGES`] (systemd-cryptsetup is a package of its
+    /// own from Debian 13 on), and for the platform what the boot matrix's images take
+    /// from it.
+    fn packages(self) -> String {
+        match self {
+            Release::Bookworm => PACKAGES.to_string(),
+            Release::Trixie => format!("{PACKAGES},systemd-cryptsetup,{PLATFORM_PACKAGES}"),
+            Release::Sid => format!("{PACKAGES},systemd-cryptsetup"),
+        }
+    }
+
+    /// The name of its asset (a root is made again each month, and when what it holds
+    /// changes).
+    fn asset(self) -> String {
+        format!("release-root-{}-{}-v3", self.suite(), month())
+    }
 }
 
 /// The packages every release root has.
-pub const PACKAGES: &str = "linux-image-amd64,systemd,udev,kmod,cryptsetup,systemd-cryptsetup,\
+pub const PACKAGES: &str = "linux-image-amd64,systemd,udev,kmod,cryptsetup,\
      busybox,e2fsprogs,util-linux,systemd-boot-efi";
+
+/// What the boot matrix's images take from the platform's root beyond [`PACKAGES`]:
+/// the storage stack's tools (LVM with thin pools, md, btrfs, xfs), the console's
+/// keymap and font, the network roots' clients (NBD, iSCSI, NFS), clevis for Tang, the
+/// tpm2-tss libraries systemd-cryptsetup loads (and systemd-measure, on swtpm's socket),
+/// and dropbear for unlocking over SSH.
+pub const PLATFORM_PACKAGES: &str = "lvm2,mdadm,thin-provisioning-tools,btrfs-progs,\
+     xfsprogs,kbd,console-setup,nbd-client,open-iscsi,nfs-common,iproute2,clevis,\
+     clevis-luks,jose,curl,libtss2-esys-3.0.2-0t64,libtss2-rc0t64,libtss2-mu-4.0.1-0t64,\
+     libtss2-tcti-device0t64,libtss2-tcti-swtpm0t64,dropbear-bin";
 
 /// The filesystem UUID of every release root's disk.
 pub const ROOT_UUID: &str = "7c0e5a1f-2b3d-4e6f-8a9b-13579bdf2468";
@@ -107,7 +140,7 @@ impl ReleaseRoot {
 
 /// The apt source of `release`: the first stanza of this machine's Debian sources with
 /// its suites changed.
-fn sources(release: Release) -> Result<String, String> {
+pub(crate) fn sources(release: Release) -> Result<String, String> {
     let path = Path::new("/etc/apt/sources.list.d/debian.sources");
     let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let stanza = text
@@ -129,7 +162,7 @@ fn sources(release: Release) -> Result<String, String> {
 }
 
 /// The year and month, for the cache key (a root is made again each month).
-fn month() -> String {
+pub(crate) fn month() -> String {
     let out = Command::new("date").arg("+%Y%m").output();
     out.ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -144,8 +177,7 @@ pub fn release_root(release: Release) -> Option<ReleaseRoot> {
     if !require_root() {
         return None;
     }
-    let name = format!("release-root-{}-{}-v1", release.suite(), month());
-    let asset = cached_asset(&name, |tmp| {
+    let asset = cached_asset(&release.asset(), |tmp| {
         let root = tmp.join("root");
         fs::create_dir_all(tmp).map_err(|e| e.to_string())?;
         let list = tmp.join("release.sources");
@@ -153,7 +185,10 @@ pub fn release_root(release: Release) -> Option<ReleaseRoot> {
         try_run(
             Command::new(&mmdebstrap)
                 .args(["--variant=apt", "-q"])
-                .arg(format!("--include={PACKAGES}"))
+                .arg(format!("--include={}", release.packages()))
+                // No initramfs-tools image for the root's kernel: the tests build
+                // their own, and it would take a minute.
+                .env("INITRD", "No")
                 // Unstable's Release file may be past its Valid-Until on a mirror's
                 // snapshot.
                 .arg("--aptopt=Acquire::Check-Valid-Until \"false\"")
@@ -183,6 +218,7 @@ pub fn release_root(release: Release) -> Option<ReleaseRoot> {
         vmlinuz: dir.join("boot").join(format!("vmlinuz-{version}")),
         version,
         root: dir.clone(),
+        userland: dir.clone(),
     };
     Some(ReleaseRoot {
         release,
@@ -219,4 +255,10 @@ pub fn linked_copy(root: &Path, into: &Path) -> PathBuf {
     let copy = into.join("root");
     super::run_ok(Command::new("cp").arg("-al").arg(root).arg(&copy));
     copy
+}
+
+/// The boot tests' platform: Debian 13's kernel, whose images take their programs from
+/// Debian 13's root ([`DebianKernel::userland`]).
+pub fn platform_kernel() -> Option<DebianKernel> {
+    release_root(Release::Trixie).map(|r| r.kernel)
 }
