@@ -35,6 +35,18 @@ fn dpkg_installed(package: &str) -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
 }
 
+/// The package of the binary under test (`dist/debian/build-deb`), in `dir`.
+fn build_deb(dir: &Path) -> PathBuf {
+    let built = support::run_ok(
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/debian/build-deb"))
+            .arg("--binary")
+            .arg(support::composer_bin())
+            .arg("--out")
+            .arg(dir),
+    );
+    PathBuf::from(String::from_utf8_lossy(&built.stdout).trim())
+}
+
 fn dpkg(args: &[&str]) {
     support::run_ok(
         Command::new("dpkg")
@@ -99,14 +111,7 @@ fn a_kernel_package_installed_beside_composers_package_gets_a_booting_initrd() {
         .expect("apt-get download left no .deb");
 
     let dir = Scratch::new("deb-package");
-    let built = support::run_ok(
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/debian/build-deb"))
-            .arg("--binary")
-            .arg(support::composer_bin())
-            .arg("--out")
-            .arg(dir.path()),
-    );
-    let deb = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
+    let deb = build_deb(dir.path());
     let info = support::run_ok(Command::new("dpkg-deb").arg("--info").arg(&deb));
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("Provides: linux-initramfs-tool"), "{info}");
@@ -227,14 +232,7 @@ fn debian_13s_kernel_install_runs_the_packages_plugin_for_an_initrd_and_a_uki() 
     };
     let kver = platform.kernel.version.clone();
     let dir = Scratch::new("deb-trixie");
-    let built = support::run_ok(
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/debian/build-deb"))
-            .arg("--binary")
-            .arg(support::composer_bin())
-            .arg("--out")
-            .arg(dir.path()),
-    );
-    let deb = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
+    let deb = build_deb(dir.path());
     let root = dir.join("root");
     support::run_ok(Command::new("cp").arg("-a").arg(&platform.dir).arg(&root));
     fs::copy(&deb, root.join("tmp/initramfs-composer.deb")).unwrap();

@@ -62,6 +62,22 @@ pub(crate) fn measured_sections(uki: &Path) -> Vec<&'static str> {
     .collect()
 }
 
+/// Whether `kernel`'s userland has systemd-measure; a skip (a failure in strict mode)
+/// when it does not.
+pub(crate) fn has_measure(kernel: &DebianKernel) -> bool {
+    if kernel
+        .userland
+        .join("usr/lib/systemd/systemd-measure")
+        .exists()
+    {
+        return true;
+    }
+    let msg = "the platform's /usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
+    assert!(!support::strict(), "{msg}");
+    support::skip(msg);
+    false
+}
+
 /// An ESP holding `efi` as the removable-media boot program.
 pub(crate) fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
     let img = dir.join(format!("{name}.esp"));
@@ -987,15 +1003,7 @@ fn the_pcr_signature_is_systemd_measures() {
     if support::require_tool("objcopy", "binutils").is_none() {
         return;
     }
-    if !kernel
-        .userland
-        .join("usr/lib/systemd/systemd-measure")
-        .exists()
-    {
-        let msg =
-            "the platform's /usr/lib/systemd/systemd-measure is missing (Debian package systemd)";
-        assert!(!support::strict(), "{msg}");
-        support::skip(msg);
+    if !has_measure(&kernel) {
         return;
     }
     let dir = Scratch::new("uki-pcrsig");
