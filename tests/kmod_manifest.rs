@@ -231,6 +231,107 @@ fn errors_name_the_rule() {
     );
 }
 
+/// Firmware the root ships compressed goes into the image as the kernel's loader reads
+/// it: a `.zst` file stays compressed for a kernel built with
+/// CONFIG_FW_LOADER_COMPRESS_ZSTD (Debian 13's), and is decompressed under its plain
+/// name for one without it (Debian 12's, whose loader reads xz only); an `.xz` file
+/// stays as it is for both. The configuration is the root's /boot/config-<kver>.
+#[test]
+fn compressed_firmware_is_stored_in_a_form_the_kernels_loader_reads() {
+    let Some(kernel) = support::debian_kernel() else {
+        return;
+    };
+    if support::require_tool("zstd", "zstd").is_none()
+        || support::require_tool("xz", "xz-utils").is_none()
+    {
+        return;
+    }
+    let dir = support::Scratch::new("kmod-firmware-compressed");
+    let root = small_tree(
+        &kernel,
+        &dir.join("root"),
+        &[
+            ("kernel/drivers/net/wireless/intel/iwlwifi/iwlwifi.ko", ""),
+            ("kernel/net/wireless/cfg80211.ko", ""),
+            ("kernel/net/rfkill/rfkill.ko", ""),
+        ],
+    );
+    let fw = root.join("lib/firmware");
+    std::fs::create_dir_all(&fw).unwrap();
+    let zst_data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let xz_data: Vec<u8> = (0..9_000u32).map(|i| (i * 13 % 241) as u8).collect();
+    std::fs::write(fw.join("iwlwifi-1000-5.ucode"), &zst_data).unwrap();
+    support::run_ok(
+        Command::new("zstd")
+            .args(["-q", "--rm"])
+            .arg(fw.join("iwlwifi-1000-5.ucode")),
+    );
+    std::fs::write(fw.join("iwlwifi-100-5.ucode"), &xz_data).unwrap();
+    support::run_ok(
+        Command::new("xz")
+            .args(["-q", "--check=crc32"])
+            .arg(fw.join("iwlwifi-100-5.ucode")),
+    );
+    let m = dir.join("fw.toml");
+    std::fs::write(
+        &m,
+        format!("root = \"{}\"\nmodules = [\"iwlwifi\"]\n", root.display()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("boot")).unwrap();
+    let config = root.join("boot").join(format!("config-{}", kernel.version));
+    // An image path, whether or not /usr is merged in the image.
+    let has = |paths: &[String], p: &str| paths.iter().any(|x| x == p || *x == format!("usr/{p}"));
+    let build = |name: &str| {
+        let out = dir.join(name);
+        support::run_ok(
+            support::composer()
+                .args(["build", "--no-sync", "--kver", &kernel.version])
+                .arg(&m)
+                .arg("-o")
+                .arg(&out),
+        );
+        out
+    };
+
+    // Debian 12's loader: xz only.
+    std::fs::write(
+        &config,
+        "CONFIG_FW_LOADER_COMPRESS=y\nCONFIG_FW_LOADER_COMPRESS_XZ=y\n# CONFIG_FW_LOADER_COMPRESS_ZSTD is not set\n",
+    )
+    .unwrap();
+    let image = build("xz-only.img");
+    let paths = support::image_paths(&image);
+    assert!(
+        has(&paths, "lib/firmware/iwlwifi-1000-5.ucode")
+            && !has(&paths, "lib/firmware/iwlwifi-1000-5.ucode.zst"),
+        "the .zst firmware is not decompressed for a loader without zstd: {paths:?}"
+    );
+    assert_eq!(
+        support::image_bytes(&image, "/lib/firmware/iwlwifi-1000-5.ucode"),
+        zst_data
+    );
+    assert!(
+        has(&paths, "lib/firmware/iwlwifi-100-5.ucode.xz"),
+        "the .xz firmware is not kept for a loader that reads xz: {paths:?}"
+    );
+
+    // Debian 13's loader: both, so both stay compressed.
+    std::fs::write(
+        &config,
+        "CONFIG_FW_LOADER_COMPRESS=y\nCONFIG_FW_LOADER_COMPRESS_XZ=y\nCONFIG_FW_LOADER_COMPRESS_ZSTD=y\n",
+    )
+    .unwrap();
+    let image = build("both.img");
+    let paths = support::image_paths(&image);
+    assert!(
+        has(&paths, "lib/firmware/iwlwifi-1000-5.ucode.zst")
+            && has(&paths, "lib/firmware/iwlwifi-100-5.ucode.xz")
+            && !has(&paths, "lib/firmware/iwlwifi-1000-5.ucode"),
+        "{paths:?}"
+    );
+}
+
 #[test]
 fn firmware_is_found_filtered_and_reported() {
     let Some(kernel) = support::debian_kernel() else {

@@ -19,6 +19,7 @@ use crate::error::{shorten, Error, Result, Warning};
 use crate::manifest::de::Spanned;
 use crate::manifest::load::{expand, Doc, Loaded};
 use crate::resolve::kmod::depmod::{self, Depmod, ModFile};
+use crate::resolve::kmod::kconfig::KernelConfig;
 use crate::resolve::kmod::probe::Step;
 use crate::resolve::kmod::select::{Request, Selection};
 use crate::resolve::kmod::{firmware, host, ko, ModuleTree};
@@ -255,6 +256,88 @@ fn file_item(
         origin: origin.clone(),
     });
     Ok(st.meta)
+}
+
+/// The compression of a firmware file (`xz`, `zst`) that the kernel's loader
+/// does not read, by its configuration; None when it does, when the file is
+/// not compressed, or when the configuration is not found (the file is kept
+/// as the root ships it).
+fn unreadable_compression<'a>(config: Option<&KernelConfig>, dest: &'a str) -> Option<&'a str> {
+    let config = config?;
+    let ext = ["xz", "zst"]
+        .into_iter()
+        .find(|e| dest.ends_with(&format!(".{e}")))?;
+    (!config.firmware_reads(ext)).then(|| &dest[dest.len() - ext.len()..])
+}
+
+/// Firmware is at most this large once decompressed (the largest in
+/// linux-firmware is about 40 MiB).
+const MAX_FIRMWARE: usize = 256 << 20;
+
+/// `f`, compressed with `ext`, decompressed into the image under its name
+/// without the extension (where the loader looks first), for a kernel whose
+/// loader cannot read `ext`. A file that does not decompress is kept as it is,
+/// with a warning.
+fn decompressed_firmware(
+    f: &firmware::FirmwareFile,
+    dest: &str,
+    ext: &str,
+    origin: &Origin,
+    warnings: &mut Vec<Warning>,
+) -> Result<Added> {
+    let plain = dest[..dest.len() - ext.len() - 1].to_string();
+    let method = match ext {
+        "xz" => crate::compress::Compression::Xz,
+        _ => crate::compress::Compression::Zstd,
+    };
+    let data = crate::io::read_regular(&f.host, MAX_FIRMWARE as u64).map_err(|e| {
+        Error::at(
+            origin.clone(),
+            format!("cannot read `{}`: {e}", f.host.display()),
+        )
+    })?;
+    let decoded = match crate::compress::decode(method, &data, MAX_FIRMWARE) {
+        Ok(d) => d.data,
+        Err(e) => {
+            warnings.push(Warning {
+                origin: Some(origin.clone()),
+                message: format!(
+                    "firmware {}: the kernel's loader does not read .{ext} files, and it does not decompress ({}): kept as it is",
+                    f.name, e.message
+                ),
+                details: Vec::new(),
+            });
+            let st = crate::resolve::stat(&f.host).map_err(|e| {
+                Error::at(
+                    origin.clone(),
+                    format!("cannot read `{}`: {e}", f.host.display()),
+                )
+            })?;
+            return Ok(Added {
+                dest: dest.as_bytes().to_vec(),
+                kind: Kind::File {
+                    source: crate::resolve::file_source(&f.host, &st, origin)?.into(),
+                    links: crate::entry::Links::default(),
+                },
+                mode: 0o644,
+                origin: origin.clone(),
+            });
+        }
+    };
+    let name = plain.rsplit('/').next().unwrap_or("firmware").to_string();
+    let dir = crate::cache::store_in(
+        "firmware",
+        &[(name.clone(), decoded)],
+        &[],
+        std::time::UNIX_EPOCH,
+    )
+    .map_err(|e| {
+        Error::at(
+            origin.clone(),
+            format!("cannot write firmware {}: {e}", f.name),
+        )
+    })?;
+    Added::generated(&dir, &name, &plain, origin)
 }
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
@@ -552,6 +635,7 @@ pub(super) fn add_all(
 
     // Modules and their firmware.
     let fw_search = firmware::Search::new(&root, &kver);
+    let kconfig = KernelConfig::find(&root, &kver, &tree.dir);
     let mut mods = Vec::new();
     let mut newest = std::time::SystemTime::UNIX_EPOCH;
     let mut fw_seen: HashMap<String, ()> = HashMap::new();
@@ -610,7 +694,14 @@ pub(super) fn add_all(
                             continue;
                         }
                         let o = with_rule(&r.origin, format!("{} -> firmware {fw}", m.chain));
-                        file_item(&mut out, modes, &f.host, dest, &o)?;
+                        match unreadable_compression(kconfig.as_ref(), &dest) {
+                            Some(ext) => {
+                                out.push(decompressed_firmware(&f, &dest, ext, &o, warnings)?)
+                            }
+                            None => {
+                                file_item(&mut out, modes, &f.host, dest, &o)?;
+                            }
+                        }
                     }
                     None => missing.push(fw.to_string()),
                 }

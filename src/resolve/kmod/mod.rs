@@ -13,7 +13,9 @@
 //! * `config`: `modprobe.d` and `modules.softdep`;
 //! * `probe`: modprobe's lookup and probe-list rules;
 //! * `select`: a set of modules for an image, with the reason for each;
-//! * `firmware`, `host`: firmware files, and what the running machine uses.
+//! * `firmware`, `host`: firmware files, and what the running machine uses;
+//! * `kconfig`: the kernel's build options, for the compressions its firmware
+//!   loader reads.
 //!
 //! A tree with kmod's indexes (`modules.dep.bin` and friends) is read
 //! through them; a tree with only text metadata through that; a tree with
@@ -29,6 +31,7 @@ mod error;
 pub(crate) mod firmware;
 pub(crate) mod host;
 pub(crate) mod index;
+pub(crate) mod kconfig;
 pub(crate) mod ko;
 mod names;
 pub(crate) mod probe;
