@@ -231,6 +231,19 @@ fn errors_name_the_rule() {
     );
 }
 
+/// [`small_tree`] of iwlwifi and what it needs (a module that asks for firmware).
+fn iwlwifi_tree(kernel: &support::DebianKernel, into: &Path) -> PathBuf {
+    small_tree(
+        kernel,
+        into,
+        &[
+            ("kernel/drivers/net/wireless/intel/iwlwifi/iwlwifi.ko", ""),
+            ("kernel/net/wireless/cfg80211.ko", ""),
+            ("kernel/net/rfkill/rfkill.ko", ""),
+        ],
+    )
+}
+
 /// Firmware the root ships compressed goes into the image as the kernel's loader reads
 /// it: a `.zst` file stays compressed for a kernel built with
 /// CONFIG_FW_LOADER_COMPRESS_ZSTD (Debian 13's), and is decompressed under its plain
@@ -247,15 +260,7 @@ fn compressed_firmware_is_stored_in_a_form_the_kernels_loader_reads() {
         return;
     }
     let dir = support::Scratch::new("kmod-firmware-compressed");
-    let root = small_tree(
-        &kernel,
-        &dir.join("root"),
-        &[
-            ("kernel/drivers/net/wireless/intel/iwlwifi/iwlwifi.ko", ""),
-            ("kernel/net/wireless/cfg80211.ko", ""),
-            ("kernel/net/rfkill/rfkill.ko", ""),
-        ],
-    );
+    let root = iwlwifi_tree(&kernel, &dir.join("root"));
     let fw = root.join("lib/firmware");
     std::fs::create_dir_all(&fw).unwrap();
     let zst_data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -338,15 +343,7 @@ fn firmware_is_found_filtered_and_reported() {
         return;
     };
     let dir = support::Scratch::new("kmod-firmware");
-    let root = small_tree(
-        &kernel,
-        &dir.join("root"),
-        &[
-            ("kernel/drivers/net/wireless/intel/iwlwifi/iwlwifi.ko", ""),
-            ("kernel/net/wireless/cfg80211.ko", ""),
-            ("kernel/net/rfkill/rfkill.ko", ""),
-        ],
-    );
+    let root = iwlwifi_tree(&kernel, &dir.join("root"));
     let fw = root.join("lib/firmware");
     std::fs::create_dir_all(fw.join("updates")).unwrap();
     std::fs::write(fw.join("iwlwifi-100-5.ucode"), vec![1u8; 3000]).unwrap();

@@ -276,15 +276,15 @@ const MAX_FIRMWARE: usize = 256 << 20;
 
 /// `f`, compressed with `ext`, decompressed into the image under its name
 /// without the extension (where the loader looks first), for a kernel whose
-/// loader cannot read `ext`. A file that does not decompress is kept as it is,
-/// with a warning.
+/// loader cannot read `ext`. None for a file that does not decompress (the
+/// caller keeps it as it is), with a warning.
 fn decompressed_firmware(
     f: &firmware::FirmwareFile,
     dest: &str,
     ext: &str,
     origin: &Origin,
     warnings: &mut Vec<Warning>,
-) -> Result<Added> {
+) -> Result<Option<Added>> {
     let plain = dest[..dest.len() - ext.len() - 1].to_string();
     let method = match ext {
         "xz" => crate::compress::Compression::Xz,
@@ -307,21 +307,7 @@ fn decompressed_firmware(
                 ),
                 details: Vec::new(),
             });
-            let st = crate::resolve::stat(&f.host).map_err(|e| {
-                Error::at(
-                    origin.clone(),
-                    format!("cannot read `{}`: {e}", f.host.display()),
-                )
-            })?;
-            return Ok(Added {
-                dest: dest.as_bytes().to_vec(),
-                kind: Kind::File {
-                    source: crate::resolve::file_source(&f.host, &st, origin)?.into(),
-                    links: crate::entry::Links::default(),
-                },
-                mode: 0o644,
-                origin: origin.clone(),
-            });
+            return Ok(None);
         }
     };
     let name = plain.rsplit('/').next().unwrap_or("firmware").to_string();
@@ -337,7 +323,7 @@ fn decompressed_firmware(
             format!("cannot write firmware {}: {e}", f.name),
         )
     })?;
-    Added::generated(&dir, &name, &plain, origin)
+    Added::generated(&dir, &name, &plain, origin).map(Some)
 }
 
 fn with_rule(origin: &Origin, rule: String) -> Origin {
@@ -694,10 +680,12 @@ pub(super) fn add_all(
                             continue;
                         }
                         let o = with_rule(&r.origin, format!("{} -> firmware {fw}", m.chain));
-                        match unreadable_compression(kconfig.as_ref(), &dest) {
-                            Some(ext) => {
-                                out.push(decompressed_firmware(&f, &dest, ext, &o, warnings)?)
-                            }
+                        let plain = match unreadable_compression(kconfig.as_ref(), &dest) {
+                            Some(ext) => decompressed_firmware(&f, &dest, ext, &o, warnings)?,
+                            None => None,
+                        };
+                        match plain {
+                            Some(added) => out.push(added),
                             None => {
                                 file_item(&mut out, modes, &f.host, dest, &o)?;
                             }
