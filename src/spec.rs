@@ -169,6 +169,20 @@ pub struct UkiConfig {
     pub phases: Vec<String>,
     /// `[uki] sbat`: lines for the UKI's `.sbat`.
     pub sbat: Vec<String>,
+    /// `[uki] microcode`: early cpio files for `.ucode`.
+    pub microcode: Vec<std::path::PathBuf>,
+    /// `[[uki.profiles]]`, in order.
+    pub profiles: Vec<UkiProfileConfig>,
+}
+
+/// One `[[uki.profiles]]`: its command line is the UKI's, `cmdline` in its
+/// place and `append` after, once the UKI's is known.
+#[derive(Clone, Debug, Default)]
+pub struct UkiProfileConfig {
+    pub id: String,
+    pub title: Option<String>,
+    pub cmdline: Option<String>,
+    pub append: Option<String>,
 }
 
 impl ImageSpec {

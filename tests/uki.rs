@@ -5,7 +5,10 @@
 //! key), it passes `sbverify` and boots with Secure Boot enforced, where the unsigned
 //! one is refused; so does one signed with the same key on a SoftHSM2 token, named by
 //! its `pkcs11:` URI. A signed UKI that sbverify refuses is not written. `inspect` and
-//! `extract` read the initrd inside.
+//! `extract` read the initrd inside. With Debian 13's stub (systemd 257) a UKI holds
+//! profiles, each started by systemd-boot as its own entry, and CPU microcode in
+//! `.ucode`; with Debian 12's (252) the profiles are refused and the microcode goes
+//! first in `.initrd`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -99,6 +102,50 @@ pub(crate) fn esp(dir: &Path, name: &str, efi: &Path) -> PathBuf {
     img
 }
 
+/// An ESP with systemd-boot (`loader`) as the removable-media boot program and `uki`
+/// as its type #2 entry `EFI/Linux/composer.efi`, the menu hidden and `default` the
+/// entry it starts (`composer.efi`, or a profile's `composer.efi@ID`).
+fn esp_with_loader(dir: &Path, name: &str, loader: &Path, uki: &Path, default: &str) -> PathBuf {
+    let img = esp(dir, name, loader);
+    let i = img.display().to_string();
+    let conf = dir.join(format!("{name}.loader.conf"));
+    fs::write(&conf, format!("timeout 0\ndefault {default}\neditor no\n")).unwrap();
+    support::run_ok(Command::new("mmd").args(["-i", &i, "::/EFI/Linux", "::/loader"]));
+    support::run_ok(
+        Command::new("mcopy")
+            .args(["-i", &i])
+            .arg(uki)
+            .arg("::/EFI/Linux/composer.efi"),
+    );
+    support::run_ok(
+        Command::new("mcopy")
+            .args(["-i", &i])
+            .arg(&conf)
+            .arg("::/loader/loader.conf"),
+    );
+    img
+}
+
+/// A CPU microcode archive as Arch's `*-ucode.img` are (an uncompressed newc cpio of
+/// `kernel/x86/microcode/*.bin`), holding `text` for the booted initrd to show: the
+/// kernel unpacks it into the initrd's root with the image.
+fn microcode_cpio(dir: &Path, text: &str) -> PathBuf {
+    let tree = dir.join("ucode-tree");
+    fs::create_dir_all(tree.join("kernel/x86/microcode")).unwrap();
+    fs::write(tree.join("kernel/x86/microcode/AuthenticAMD.bin"), text).unwrap();
+    let out = dir.join("ucode.cpio");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("find kernel | LC_ALL=C sort | cpio --quiet -o -H newc > \"$1\"")
+        .arg("sh")
+        .arg(&out)
+        .current_dir(&tree)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
 /// A copy of an OVMF variable store template for one boot.
 pub(crate) fn firmware(dir: &Path, name: &str, secure: bool) -> Uefi {
     let (code, vars) = if secure {
@@ -150,6 +197,18 @@ fn tail(console: &str) -> String {
 }
 
 fn boot(kernel: &DebianKernel, esp: &Path, uefi: Uefi, disk: &[String], stop: &str) -> String {
+    boot_typing(kernel, esp, uefi, disk, stop, None)
+}
+
+/// [`boot`], with `type_when` typed at the console.
+fn boot_typing(
+    kernel: &DebianKernel,
+    esp: &Path,
+    uefi: Uefi,
+    disk: &[String],
+    stop: &str,
+    type_when: Option<(String, String)>,
+) -> String {
     let r = support::qemu_boot_with(
         kernel,
         esp,
@@ -159,6 +218,7 @@ fn boot(kernel: &DebianKernel, esp: &Path, uefi: Uefi, disk: &[String], stop: &s
             timeout: Duration::from_secs(300),
             stop_when: Some(stop.to_string()),
             uefi: Some(uefi),
+            type_when,
             ..BootOptions::default()
         },
     );
@@ -208,19 +268,42 @@ fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
         "console=ttyS0 root={} panic=-1 composer.uki-test=1",
         root.root_arg
     );
-    let uki = build_uki(
-        &kernel,
-        &dir,
-        "plain",
-        &cmdline,
-        &["--stub", stub.to_str().unwrap()],
+    // Two profiles (stub 257+): `main`, the UKI's command line, and `rescue`, which
+    // adds words and a shell before the switch; CPU microcode in `.ucode` (256+).
+    let manifest = dir.join("profiles.toml");
+    fs::write(
+        &manifest,
+        "init = \"shell\"\nmodules = [\"virtio_pci\", \"virtio_blk\", \"ext4\"]\n\
+         [uki]\nmicrocode = [\"ucode.cpio\"]\n\
+         [[uki.profiles]]\nid = \"main\"\n\
+         [[uki.profiles]]\nid = \"rescue\"\ntitle = \"Rescue\"\n\
+         append = \"composer.profile=rescue rd.break=pre-pivot\"\n",
+    )
+    .unwrap();
+    microcode_cpio(&dir, "COMPOSER-UCODE-SEEN\n");
+    let uki = dir.join("plain.efi");
+    let o = support::run_ok(
+        support::build_with(&kernel)
+            .arg(&manifest)
+            .args(["--uki", "--kernel"])
+            .arg(&kernel.vmlinuz)
+            .args(["--cmdline", &cmdline, "--stub", stub.to_str().unwrap()])
+            .arg("-o")
+            .arg(&uki),
+    );
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("profile `rescue`: command line `console=ttyS0")
+            && said.contains("composer.profile=rescue rd.break=pre-pivot`"),
+        "{said}"
     );
 
     // inspect: the sections, the command line, and the initrd's entries.
     let o = support::run_ok(support::composer().arg("inspect").arg(&uki));
     let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("# profiles: main, rescue"), "{text}");
     for section in [
-        ".osrel", ".cmdline", ".uname", ".initrd", ".linux", ".sdmagic",
+        ".osrel", ".cmdline", ".uname", ".ucode", ".initrd", ".linux", ".sdmagic", ".profile",
     ] {
         assert!(
             text.lines()
@@ -270,28 +353,51 @@ fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
     let h = String::from_utf8_lossy(&o.stdout);
     assert!(h.contains(".linux") && h.contains(".initrd"), "{h}");
 
-    // The firmware starts it from the ESP; the kernel runs with the UKI's command line.
-    let esp = esp(&dir, "plain", &uki);
-    let console = boot(
-        &kernel,
-        &esp,
-        firmware(&dir, "plain", false),
-        &root.qemu,
-        "COMPOSER-ROOT-OK",
-    );
-    let tail: String = console
-        .lines()
-        .rev()
-        .take(30)
-        .collect::<Vec<_>>()
-        .join("\n");
+    // Debian 13's systemd-boot lists the UKI once a profile and starts the one its
+    // loader.conf names (the firmware gives no command line): `composer.efi` runs the
+    // kernel with the UKI's own command line; `composer.efi@rescue` with the rescue
+    // profile's, whose shell before the switch reads the microcode archive the stub
+    // put before the image.
+    let loader = stub.with_file_name("systemd-bootx64.efi");
+    assert!(loader.is_file(), "no {}", loader.display());
+    let mut consoles = Vec::new();
+    for (entry, name) in [("composer.efi", "main"), ("composer.efi@rescue", "rescue")] {
+        let esp = esp_with_loader(&dir, name, &loader, &uki, entry);
+        let typing = (name == "rescue").then(|| {
+            (
+                "rd.break=pre-pivot: a shell".to_string(),
+                "cat /kernel/x86/microcode/AuthenticAMD.bin; exit\n".to_string(),
+            )
+        });
+        consoles.push(boot_typing(
+            &kernel,
+            &esp,
+            firmware(&dir, name, false),
+            &root.qemu,
+            "COMPOSER-ROOT-OK",
+            typing,
+        ));
+    }
+    for (console, want) in consoles.iter().zip([
+        cmdline.clone(),
+        format!("{cmdline} composer.profile=rescue rd.break=pre-pivot"),
+    ]) {
+        let tail = tail(console);
+        assert!(
+            console
+                .lines()
+                .any(|l| l.trim_end().ends_with(&format!("Command line: {want}"))),
+            "the kernel did not run with `{want}`:\n{tail}"
+        );
+        assert!(
+            console.contains(&format!("COMPOSER-ROOT-OK {}", root.token)),
+            "the UKI did not reach the root:\n{tail}"
+        );
+    }
     assert!(
-        console.contains(&format!("Command line: {cmdline}")),
-        "the kernel did not run with the UKI's command line:\n{tail}"
-    );
-    assert!(
-        console.contains(&format!("COMPOSER-ROOT-OK {}", root.token)),
-        "the UKI did not reach the root:\n{tail}"
+        consoles[1].contains("COMPOSER-UCODE-SEEN"),
+        "the initrd holds no microcode from `.ucode`:\n{}",
+        tail(&consoles[1])
     );
 }
 
@@ -569,6 +675,86 @@ fn the_manifest_describes_the_uki() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--sign-cert"), "{err}");
     assert!(!out.exists(), "a UKI was written");
+
+    // This machine's stub (Debian 12's systemd 252) reads no `.ucode`: the microcode
+    // archive goes first in `.initrd`, and the build says so.
+    let ucode = microcode_cpio(&dir, "ucode\n");
+    let (out, o) = uki(
+        "ucode.efi",
+        &["--uki", "--microcode", ucode.to_str().unwrap()],
+    );
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{said}");
+    let version = composer::uki::stub_version(&fs::read(&stub).unwrap());
+    if version.is_some_and(|v| v < composer::uki::UCODE_SINCE) {
+        assert!(said.contains("reads no `.ucode`"), "{said}");
+        let doc = read(&out);
+        let names: Vec<&str> = doc["uki"]["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["name"].as_str())
+            .collect();
+        assert!(!names.contains(&".ucode"), "{names:?}");
+        support::run_ok(Command::new("objcopy").args([
+            "--dump-section",
+            &format!(".initrd={}", dir.join("initrd").display()),
+            out.to_str().unwrap(),
+            dir.join("objcopy.out").to_str().unwrap(),
+        ]));
+        let initrd = fs::read(dir.join("initrd")).unwrap();
+        let cpio = fs::read(&ucode).unwrap();
+        assert_eq!(initrd[..cpio.len()], cpio[..], "the microcode is not first");
+
+        // Profiles need systemd 257's stub: refused, naming it, and nothing written.
+        let profiles = dir.join("profiles.toml");
+        fs::write(
+            &profiles,
+            format!(
+                "{}[[uki.profiles]]\nid = \"main\"\n",
+                fs::read_to_string(&manifest).unwrap()
+            ),
+        )
+        .unwrap();
+        let out = dir.join("profiles.efi");
+        let o = support::run(
+            support::build_for(&kernel.version, &kernel.modules_dir())
+                .arg(&profiles)
+                .arg("-o")
+                .arg(&out),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("has no UKI profiles: they need systemd 257's stub"),
+            "{err}"
+        );
+        assert!(!out.exists(), "a UKI was written");
+    }
+    // A profile ID systemd-boot cannot list: the manifest's place, and what to do.
+    let bad = dir.join("bad-profile.toml");
+    fs::write(
+        &bad,
+        format!(
+            "{}[[uki.profiles]]\nid = \"Rescue Me\"\n",
+            fs::read_to_string(&manifest).unwrap()
+        ),
+    )
+    .unwrap();
+    let o = support::run(
+        support::build_for(&kernel.version, &kernel.modules_dir())
+            .arg(&bad)
+            .arg("-o")
+            .arg(dir.join("bad.efi")),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad-profile.toml:")
+            && err.contains("`Rescue Me` is not a profile ID")
+            && err.contains("lower-case letters"),
+        "{err}"
+    );
 }
 
 /// A UKI carries the image: one whose image holds a secret is written 0600 even
@@ -987,7 +1173,8 @@ fn the_ukis_sbat_merges_the_lines_and_no_section_overlaps() {
 
 /// `.pcrsig` is what the platform's own `systemd-measure sign` (Debian 13's, run in its
 /// root with swtpm as its TPM) writes for the UKI's measured sections (with systemd 257
-/// `.uname` and `.sbat` too), the same key and phases, byte for byte once parsed;
+/// `.uname`, `.sbat` and the microcode's `.ucode` too), the same key and phases, byte
+/// for byte once parsed;
 /// `.pcrpkey` is the key's public half.
 #[test]
 fn the_pcr_signature_is_systemd_measures() {
@@ -1015,6 +1202,7 @@ fn the_pcr_signature_is_systemd_measures() {
             .arg("2048"),
     );
     let phases = ["enter-initrd", "enter-initrd:leave-initrd"];
+    let ucode = microcode_cpio(&dir, "ucode\n");
     let uki = build_uki(
         &kernel,
         &dir,
@@ -1025,6 +1213,8 @@ fn the_pcr_signature_is_systemd_measures() {
             key.to_str().unwrap(),
             "--phases",
             &phases.join(" "),
+            "--microcode",
+            ucode.to_str().unwrap(),
         ],
     );
     let section = |name: &str| {
@@ -1077,7 +1267,7 @@ fn the_pcr_signature_is_systemd_measures() {
     }
     let sections = measured_sections(&uki);
     assert!(
-        sections.contains(&"uname") && sections.contains(&"sbat"),
+        sections.contains(&"uname") && sections.contains(&"sbat") && sections.contains(&"ucode"),
         "{sections:?}"
     );
     for s in sections {

@@ -71,21 +71,30 @@ pub struct UkiArgs {
     /// repeatable.
     #[arg(long = "initrd", value_name = "FILE", requires = "uki")]
     pub initrds: Vec<PathBuf>,
+    /// With --uki: a CPU microcode archive (an early cpio) for the UKI's
+    /// `.ucode` (systemd 256's stub and later; with an older stub, first in
+    /// `.initrd`), after the manifest's; repeatable.
+    #[arg(long = "microcode", value_name = "FILE", requires = "uki")]
+    pub microcode: Vec<PathBuf>,
 }
 
 /// The largest initrd given with --initrd.
 const GIVEN_INITRD_LIMIT: u64 = 512 << 20;
 
-/// The initrds given with --initrd, each padded to four bytes (where the
-/// kernel looks for the next archive's header): what goes before the image
-/// in the UKI's `.initrd`, as ukify concatenates them. Read before the
-/// image is built, so that a missing one costs no build.
-fn given_initrds(given: &[PathBuf]) -> Result<Vec<u8>> {
+/// The initrds given with --initrd (or the microcode archives), each padded
+/// to four bytes (where the kernel looks for the next archive's header):
+/// what goes before the image in the UKI's `.initrd` (or in `.ucode`), as
+/// ukify concatenates them. Read before the image is built, so that a
+/// missing one costs no build.
+fn given_initrds<'a>(
+    given: impl IntoIterator<Item = &'a PathBuf>,
+    what: &str,
+    hint: &str,
+) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for g in given {
         let bytes = composer::io::read_regular(g, GIVEN_INITRD_LIMIT).map_err(|e| {
-            Error::usage(format!("the initrd `{}`: {e}", g.display()))
-                .with_hint("--initrd takes an initrd file (a cpio archive, CPU microcode)")
+            Error::usage(format!("the {what} `{}`: {e}", g.display())).with_hint(hint.to_string())
         })?;
         out.extend_from_slice(&bytes);
         out.resize(out.len().next_multiple_of(4), 0);
@@ -146,6 +155,21 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
              partition type on the disk the firmware booted from (gpt-auto)"
         ));
     }
+    let profiles = m
+        .profiles
+        .iter()
+        .map(|p| {
+            let mut c = p.cmdline.clone().unwrap_or_else(|| cmdline.clone());
+            if let Some(more) = &p.append {
+                c = format!("{c} {more}");
+            }
+            composer::uki::Profile {
+                id: p.id.clone(),
+                title: p.title.clone(),
+                cmdline: c.split_whitespace().collect::<Vec<_>>().join(" "),
+            }
+        })
+        .collect();
     Ok(Parts {
         stub: a
             .stub
@@ -161,6 +185,12 @@ fn parts(a: &UkiArgs, target: &BootTarget, cmdline: Option<&str>) -> Result<Part
         arch: Some(target.arch),
         sbat: sbat_lines(&m.sbat, &a.sbat)?,
         pcr: pcr_signing(a, m)?,
+        microcode: given_initrds(
+            m.microcode.iter().chain(&a.microcode),
+            "microcode archive",
+            "[uki] microcode and --microcode take early cpio files (CPU microcode)",
+        )?,
+        profiles,
     })
 }
 
@@ -269,7 +299,11 @@ pub fn build(
     })?;
     let parts = parts(a, target, cmdline)?;
     let sign = signing(a, target)?;
-    let given = given_initrds(&a.initrds)?;
+    let given = given_initrds(
+        &a.initrds,
+        "initrd",
+        "--initrd takes an initrd file (a cpio archive, CPU microcode)",
+    )?;
     // The image, in an anonymous file; the output is not touched yet.
     let file = tempfile::tempfile().map_err(|e| Error::io("a temporary file for the image", e))?;
     let kept = file
@@ -286,6 +320,14 @@ pub fn build(
         composer::io::read_full_at(&kept, &mut initrd[at..], 0).map_err(|e| Error::io(&name, e))?;
     initrd.truncate(at + got);
     let mut uki = composer::uki::assemble(&parts, &initrd)?;
+    if !parts.microcode.is_empty() && composer::uki::pe::section_data(&uki, ".ucode").is_none() {
+        ui::note(&format!(
+            "the EFI stub `{}` reads no `.ucode` (systemd {}'s and later do): the microcode \
+             goes first in `.initrd`",
+            parts.stub.display(),
+            composer::uki::UCODE_SINCE
+        ));
+    }
     if let Some((key, cert)) = &sign {
         uki = composer::uki::sign::sign(&uki, key, cert)?;
     }
@@ -322,6 +364,9 @@ pub fn build(
             initrd.len(),
             parts.cmdline
         );
+        for p in &parts.profiles {
+            eprintln!("composer: profile `{}`: command line `{}`", p.id, p.cmdline);
+        }
     }
     report.size = uki.len() as u64;
     Ok(report)

@@ -336,6 +336,9 @@ fn uki_block(out: &mut String, uki: &crate::uki::Info) {
     if let Some(c) = &uki.cmdline {
         let _ = writeln!(out, "# command line: {c}");
     }
+    if !uki.profiles.is_empty() {
+        let _ = writeln!(out, "# profiles: {}", uki.profiles.join(", "));
+    }
     let _ = writeln!(
         out,
         "# {:<9} {:>10} {:>12} {:>12}",

@@ -608,6 +608,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let mut uki = crate::spec::UkiConfig::default();
     // `[uki]` files: (the manifest's directory, the path) until the root is known.
     let mut uki_files: [Option<(PathBuf, String)>; 9] = Default::default();
+    let mut microcode: Vec<(PathBuf, String)> = Vec::new();
     for doc in &loader.docs {
         let m = &doc.manifest;
         if let Some(u) = &m.uki {
@@ -651,6 +652,21 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
                     .map(|l| expand(l, u.pos, doc, &loader.vars))
                     .collect::<Result<_>>()?;
             }
+            if let Some(files) = &v.microcode {
+                microcode = files
+                    .iter()
+                    .map(|f| Ok((doc.dir.clone(), expand(f, u.pos, doc, &loader.vars)?)))
+                    .collect::<Result<_>>()?;
+            }
+            if let Some(profiles) = &v.profiles {
+                uki.profiles = uki_profiles(profiles, |t| expand(t, u.pos, doc, &loader.vars))
+                    .map_err(|e| {
+                        Error::at(doc.origin(u.pos), e).with_hint(
+                            "give each profile its own `id` of lower-case letters, digits, `.`, \
+                             `_` or `-`",
+                        )
+                    })?;
+            }
         }
         if let Some(d) = &m.defaults {
             merge_defaults(&mut defaults, d);
@@ -692,20 +708,20 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
         output
     };
     let output = root.join(output.strip_prefix("/").unwrap_or(&output));
+    let place = |(dir, text): (PathBuf, String)| {
+        let p = PathBuf::from(text);
+        // A key on a token is named by its URI, not a path.
+        if crate::uki::sign::is_token_uri(&p) {
+            return p;
+        }
+        match p.strip_prefix("/") {
+            Ok(inside) => root.join(inside),
+            Err(_) => dir.join(p),
+        }
+    };
     let [stub, kernel, splash, devicetree, sign_key, sign_cert, sign_passphrase_file, pcr_private_key, pcr_public_key] =
-        uki_files.map(|f| {
-            f.map(|(dir, text)| {
-                let p = PathBuf::from(text);
-                // A key on a token is named by its URI, not a path.
-                if crate::uki::sign::is_token_uri(&p) {
-                    return p;
-                }
-                match p.strip_prefix("/") {
-                    Ok(inside) => root.join(inside),
-                    Err(_) => dir.join(p),
-                }
-            })
-        });
+        uki_files.map(|f| f.map(place));
+    uki.microcode = microcode.into_iter().map(place).collect();
     uki.stub = stub;
     uki.kernel = kernel;
     uki.splash = splash;
@@ -896,6 +912,37 @@ fn is_profile(doc: &Doc, name: &str) -> bool {
         || Path::new(&*doc.file)
             .file_name()
             .is_some_and(|n| n.to_str() == Some(&format!("{name}.toml")))
+}
+
+/// `[[uki.profiles]]` with their text expanded; an error (a message for the
+/// `[uki]` table's place) for an ID systemd-boot cannot list, or two alike.
+fn uki_profiles(
+    profiles: &[super::model::UkiProfileSettings],
+    expand: impl Fn(&str) -> Result<String>,
+) -> std::result::Result<Vec<crate::spec::UkiProfileConfig>, String> {
+    let mut out: Vec<crate::spec::UkiProfileConfig> = Vec::new();
+    for p in profiles {
+        let x = |t: &Option<String>| {
+            t.as_deref()
+                .map(&expand)
+                .transpose()
+                .map_err(|e| e.to_string())
+        };
+        crate::uki::check_profile_id(&p.id).map_err(|e| format!("[[uki.profiles]]: {e}"))?;
+        if out.iter().any(|o| o.id == p.id) {
+            return Err(format!(
+                "[[uki.profiles]]: two profiles are named `{}`",
+                p.id
+            ));
+        }
+        out.push(crate::spec::UkiProfileConfig {
+            id: p.id.clone(),
+            title: x(&p.title)?,
+            cmdline: x(&p.cmdline)?,
+            append: x(&p.append)?,
+        });
+    }
+    Ok(out)
 }
 
 fn settings_root(loader: &Loader, opts: &LoadOptions) -> Result<PathBuf> {

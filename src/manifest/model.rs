@@ -171,6 +171,34 @@ pub struct UkiSettings {
     /// composer's (`name,generation,vendor,package,version,url`).
     #[serde(default)]
     pub sbat: Option<Vec<String>>,
+    /// CPU microcode archives (early cpio files, such as Arch's
+    /// `intel-ucode.img`), in order: the UKI's `.ucode` with a stub of
+    /// systemd 256 or later, else first in its `.initrd`.
+    #[serde(default)]
+    pub microcode: Option<Vec<String>>,
+    /// Profiles (systemd 257's stub and later): one UKI, several command
+    /// lines, each a menu entry of systemd-boot (`FILE@ID`). The first is
+    /// what a boot without a choice starts.
+    #[serde(default)]
+    pub profiles: Option<Vec<UkiProfileSettings>>,
+}
+
+/// `[[uki.profiles]]`: one profile of a UKI.
+#[derive(Deserialize, JsonSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct UkiProfileSettings {
+    /// Its ID: lower-case letters, digits, `.`, `_` and `-` (systemd-boot's
+    /// entry `FILE@ID`).
+    pub id: String,
+    /// The title a boot menu shows beside the OS's name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Its command line, in place of the UKI's.
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    /// Words added to the UKI's command line (with `cmdline`: to that).
+    #[serde(default)]
+    pub append: Option<String>,
 }
 
 /// `[console]`: the keymap and font loaded on the console before anything

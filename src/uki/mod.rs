@@ -30,6 +30,8 @@ pub struct Info {
     pub uname: Option<String>,
     /// PRETTY_NAME (else NAME) of its `.osrel`.
     pub os: Option<String>,
+    /// The `ID=` of each `.profile` section, in order (`#N` for one without).
+    pub profiles: Vec<String>,
 }
 
 /// The file starts like a PE program (a UKI, a stub), not like an initrd.
@@ -77,6 +79,16 @@ pub fn read(file: &File, len: u64, name: &str) -> Result<(Info, Vec<u8>)> {
     let cmdline = text(".cmdline")?;
     let uname = text(".uname")?;
     let os = text(".osrel")?.and_then(|t| os_name(&t));
+    let mut profiles = Vec::new();
+    for (n, s) in sections.iter().filter(|s| s.name == ".profile").enumerate() {
+        let b = read_exact_at(file, name, s.offset.into(), s.size.min(TEXT_LIMIT) as usize)?;
+        let t = String::from_utf8_lossy(&b);
+        let id = t.lines().find_map(|l| {
+            let v = l.trim().strip_prefix("ID=")?;
+            Some(v.trim_matches(['"', '\'', '\0']).to_string())
+        });
+        profiles.push(id.unwrap_or_else(|| format!("#{n}")));
+    }
     let Some(initrd) = sections.iter().find(|s| s.name == ".initrd") else {
         let names: Vec<&str> = sections.iter().map(|s| s.name.as_str()).collect();
         return Err(not_uki(format!(
@@ -91,6 +103,7 @@ pub fn read(file: &File, len: u64, name: &str) -> Result<(Info, Vec<u8>)> {
             cmdline,
             uname,
             os,
+            profiles,
         },
         bytes,
     ))
@@ -128,6 +141,105 @@ pub struct Parts {
     pub sbat: Vec<String>,
     /// Signed PCR 11 policies to add (`.pcrpkey`, `.pcrsig`).
     pub pcr: Option<PcrSigning>,
+    /// CPU microcode archives, concatenated (each padded to four bytes):
+    /// `.ucode` with a stub that has it, else first in `.initrd`.
+    pub microcode: Vec<u8>,
+    /// Profiles: one UKI, several command lines (none: the base alone).
+    pub profiles: Vec<Profile>,
+}
+
+/// One profile of a UKI: what a boot loader lists (`ID`, `TITLE`) and the
+/// command line the stub runs the kernel with when it is chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Profile {
+    pub id: String,
+    pub title: Option<String>,
+    pub cmdline: String,
+}
+
+/// The stub that first reads a `.ucode` section (CPU microcode, handed to
+/// the kernel before every other initrd): systemd 256.
+pub const UCODE_SINCE: u32 = 256;
+/// The stub that first reads `.profile` sections: systemd 257.
+pub const PROFILES_SINCE: u32 = 257;
+
+/// The systemd version of a stub (its `.sdmagic`), when it says one.
+pub fn stub_version(stub: &[u8]) -> Option<u32> {
+    pe::section_data(stub, ".sdmagic").and_then(pcr::stub_version)
+}
+
+/// A profile's ID as systemd-boot makes an entry's ID of it (`FILE@ID`, in
+/// lower case): letters, digits, `.`, `_` and `-`, 1 to 64 of them, not
+/// only digits (a number names a profile by its place).
+pub fn check_profile_id(id: &str) -> std::result::Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b".-_".contains(&b))
+        && !id.bytes().all(|b| b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{id}` is not a profile ID: 1 to 64 lower-case letters, digits, `.`, `_` or `-`, \
+             not only digits"
+        ))
+    }
+}
+
+/// The `.profile` section of `p`: os-release style `ID=` and `TITLE=`.
+fn profile_section(p: &Profile) -> Vec<u8> {
+    let mut s = format!("ID={}\n", p.id);
+    if let Some(t) = &p.title {
+        s.push_str(&format!(
+            "TITLE=\"{}\"\n",
+            t.replace(['"', '\\', '\n'], " ")
+        ));
+    }
+    s.into_bytes()
+}
+
+/// What the stub of systemd `version` can carry of `parts`: profiles need
+/// 257, and are refused before (a stub that does not know them boots the
+/// base alone, every profile's command line lost); microcode goes to
+/// `.ucode` from 256, else first in `.initrd` (true).
+fn stub_takes(parts: &Parts, version: Option<u32>) -> Result<bool> {
+    let at_least = |since: u32| version.is_some_and(|v| v >= since);
+    if !parts.profiles.is_empty() {
+        if !at_least(PROFILES_SINCE) {
+            return Err(Error::usage(format!(
+                "the EFI stub `{}` ({}) has no UKI profiles: they need systemd {PROFILES_SINCE}'s \
+                 stub or later",
+                parts.stub.display(),
+                version.map_or(
+                    "a systemd version it does not say".to_string(),
+                    |v| format!("systemd {v}")
+                )
+            ))
+            .with_hint("give a newer stub with --stub, or build one UKI a command line"));
+        }
+        if parts.pcr.is_some() {
+            return Err(Error::usage(
+                "signed PCR 11 policies are made for a UKI without profiles: each profile \
+                 measures its own sections",
+            )
+            .with_hint("leave out [uki] profiles, or the PCR key"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &parts.profiles {
+            check_profile_id(&p.id).map_err(|e| {
+                Error::usage(e).with_hint("name each profile as systemd-boot lists it")
+            })?;
+            if !seen.insert(p.id.as_str()) {
+                return Err(
+                    Error::usage(format!("two UKI profiles are named `{}`", p.id))
+                        .with_hint("give each profile its own ID"),
+                );
+            }
+        }
+    }
+    Ok(!parts.microcode.is_empty() && at_least(UCODE_SINCE))
 }
 
 /// The key PCR 11 policies are signed with, and the phases they are for.
@@ -227,7 +339,8 @@ fn read_part(what: &str, path: &Path, hint: &str) -> Result<Vec<u8>> {
 }
 
 /// The UKI: the stub with `.osrel`, `.cmdline`, `.uname`, `.splash`, `.dtb`,
-/// `.initrd` and `.linux` (in that order, the kernel last as ukify puts it).
+/// `.ucode`, `.initrd` and `.linux` (in that order, the kernel last as ukify
+/// puts it), then each profile's `.profile` and `.cmdline`.
 pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
     let stub = read_part(
         "EFI stub",
@@ -240,6 +353,16 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
         "name the kernel image with --kernel",
     )?;
     check_machines(parts, &stub, &kernel)?;
+    let ucode = stub_takes(parts, stub_version(&stub))?;
+    // A stub without `.ucode`: the microcode first in `.initrd`, where the
+    // kernel looks for it.
+    let joined;
+    let initrd = if parts.microcode.is_empty() || ucode {
+        initrd
+    } else {
+        joined = [parts.microcode.as_slice(), initrd].concat();
+        joined.as_slice()
+    };
     // One .sbat of the stub's, the kernel's, composer's and the user's lines;
     // the stub's own section stays under another name, so shim reads one.
     let sbat = sbat::merge(
@@ -278,8 +401,31 @@ pub fn assemble(parts: &Parts, initrd: &[u8]) -> Result<Vec<u8>> {
     if let Some(p) = &parts.pcr {
         add.push((".pcrpkey", &p.key.public_pem));
     }
+    if ucode {
+        add.push((".ucode", &parts.microcode));
+    }
     add.push((".initrd", initrd));
     add.push((".linux", &kernel));
+    // Each profile: its `.profile`, and its command line where it is not the
+    // base's (the stub takes a profile's sections over the base's).
+    let profiles: Vec<(Vec<u8>, Option<Vec<u8>>)> = parts
+        .profiles
+        .iter()
+        .map(|p| {
+            let own = (p.cmdline != parts.cmdline).then(|| {
+                let mut c = p.cmdline.clone().into_bytes();
+                c.push(0);
+                c
+            });
+            (profile_section(p), own)
+        })
+        .collect();
+    for (section, cmdline) in &profiles {
+        add.push((".profile", section));
+        if let Some(c) = cmdline {
+            add.push((".cmdline", c));
+        }
+    }
     let stub_error = |e: String| {
         Error::usage(format!("the EFI stub `{}`: {e}", parts.stub.display())).with_hint(
             "give systemd's EFI stub (linuxx64.efi.stub, linuxaa64.efi.stub) with --stub",
@@ -395,6 +541,8 @@ mod tests {
             arch,
             sbat: Vec::new(),
             pcr: None,
+            microcode: Vec::new(),
+            profiles: Vec::new(),
         };
         let e = check_machines(&parts(None), &x64, &aa64).unwrap_err();
         assert!(
@@ -425,6 +573,122 @@ mod tests {
                 .contains("neither an x86 bzImage nor an EFI program"),
             "{e}"
         );
+    }
+
+    /// A stub of systemd `version` (its `.sdmagic`) and an x86 kernel, as files.
+    fn stub_and_kernel(version: u32) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let magic = format!("#### LoaderInfo: systemd-stub {version}.1-1 ####");
+        let stub =
+            pe::append_sections(&pe::tiny_pe(0x400), &[(".sdmagic", magic.as_bytes())]).unwrap();
+        let mut kernel = vec![0u8; 0x400];
+        kernel[0x202..0x206].copy_from_slice(b"HdrS");
+        let (s, k) = (dir.path().join("stub.efi"), dir.path().join("vmlinuz"));
+        std::fs::write(&s, stub).unwrap();
+        std::fs::write(&k, kernel).unwrap();
+        (dir, s, k)
+    }
+
+    fn parts_of(stub: PathBuf, kernel: PathBuf) -> Parts {
+        Parts {
+            stub,
+            kernel,
+            cmdline: "root=/dev/vda ro".into(),
+            osrel: Some(b"NAME=Test\n".to_vec()),
+            uname: "6.12.0".into(),
+            splash: None,
+            devicetree: None,
+            arch: None,
+            sbat: Vec::new(),
+            pcr: None,
+            microcode: b"070701ucode\0".to_vec(),
+            profiles: vec![
+                Profile {
+                    id: "main".into(),
+                    title: None,
+                    cmdline: "root=/dev/vda ro".into(),
+                },
+                Profile {
+                    id: "rescue".into(),
+                    title: Some("Rescue \"shell\"".into()),
+                    cmdline: "root=/dev/vda ro rd.shell".into(),
+                },
+            ],
+        }
+    }
+
+    /// From systemd 257's stub: `.ucode` before `.initrd`, then each profile's
+    /// `.profile`, with its `.cmdline` where it has its own; read back in order.
+    #[test]
+    fn profiles_and_microcode_follow_the_stubs_version() {
+        let (_d, stub, kernel) = stub_and_kernel(257);
+        let parts = parts_of(stub, kernel);
+        let uki = assemble(&parts, b"070701image").unwrap();
+        let names: Vec<String> = pe::sections(&uki[..pe::HEADERS_READ.min(uki.len())])
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        let tail: Vec<&str> = names.iter().map(String::as_str).skip(2).collect();
+        assert_eq!(
+            tail,
+            [
+                ".sbat", ".osrel", ".cmdline", ".uname", ".ucode", ".initrd", ".linux", ".profile",
+                ".profile", ".cmdline"
+            ],
+            "{names:?}"
+        );
+        assert_eq!(
+            pe::section_data(&uki, ".ucode"),
+            Some(&b"070701ucode\0"[..])
+        );
+        let (_t, f) = file_of(&uki);
+        let (info, initrd) = read(&f, uki.len() as u64, "uki.efi").unwrap();
+        assert_eq!(initrd, b"070701image");
+        assert_eq!(info.profiles, ["main", "rescue"]);
+        assert_eq!(info.cmdline.as_deref(), Some("root=/dev/vda ro"));
+        let rescue = String::from_utf8_lossy(&uki).into_owned();
+        assert!(
+            rescue.contains("ID=rescue\nTITLE=\"Rescue  shell \"\n"),
+            "the .profile text"
+        );
+        assert!(rescue.contains("root=/dev/vda ro rd.shell\0"));
+        // 256: microcode in `.ucode`, and no profiles.
+        let (_d, stub, kernel) = stub_and_kernel(256);
+        let e = assemble(&parts_of(stub.clone(), kernel.clone()), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(systemd 256) has no UKI profiles"), "{e}");
+        let mut one = parts_of(stub, kernel);
+        one.profiles.clear();
+        let uki = assemble(&one, b"070701image").unwrap();
+        assert!(pe::section_data(&uki, ".ucode").is_some());
+        // 255: the microcode goes first in `.initrd`.
+        let (_d, stub, kernel) = stub_and_kernel(255);
+        let mut old = parts_of(stub, kernel);
+        old.profiles.clear();
+        let uki = assemble(&old, b"070701image").unwrap();
+        assert_eq!(pe::section_data(&uki, ".ucode"), None);
+        assert_eq!(
+            pe::section_data(&uki, ".initrd"),
+            Some(&b"070701ucode\x00070701image"[..])
+        );
+        // Two profiles of one ID.
+        let (_d, stub, kernel) = stub_and_kernel(257);
+        let mut twice = parts_of(stub, kernel);
+        twice.profiles[1].id = "main".into();
+        let e = assemble(&twice, b"x").unwrap_err().to_string();
+        assert!(e.contains("two UKI profiles are named `main`"), "{e}");
+    }
+
+    #[test]
+    fn a_profile_id_is_one_systemd_boot_can_list() {
+        for ok in ["main", "rescue-1", "a.b_c", "2nd"] {
+            check_profile_id(ok).unwrap();
+        }
+        for bad in ["", "Main", "with space", "a@b", "12", &"x".repeat(65)] {
+            assert!(check_profile_id(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -50,8 +50,13 @@ const KEY_LIMIT: usize = 1 << 20;
 /// The sections a stub of systemd `version` (None: unknown, taken as the
 /// oldest that measures) measures into PCR 11, in the order it does.
 pub fn measured_sections(version: Option<u32>) -> Vec<&'static str> {
-    let mut v = vec![".linux", ".osrel", ".cmdline", ".initrd", ".splash", ".dtb"];
-    if version.is_some_and(|v| v >= 254) {
+    let since = |s: u32| version.is_some_and(|v| v >= s);
+    let mut v = vec![".linux", ".osrel", ".cmdline", ".initrd"];
+    if since(super::UCODE_SINCE) {
+        v.push(".ucode");
+    }
+    v.extend([".splash", ".dtb"]);
+    if since(254) {
         v.extend([".uname", ".sbat"]);
     }
     v.push(".pcrpkey");
@@ -365,6 +370,12 @@ mod tests {
             measured_sections(Some(255))[6..],
             [".uname", ".sbat", ".pcrpkey"]
         );
+        // From 256 the microcode, after the initrd.
+        assert_eq!(
+            measured_sections(Some(257))[3..6],
+            [".initrd", ".ucode", ".splash"]
+        );
+        assert!(!measured_sections(Some(255)).contains(&".ucode"));
         assert!(check_phases(&["enter-initrd:leave-initrd".into()]).is_ok());
         for bad in ["", "a::b", "a b", ":x"] {
             assert!(check_phases(&[bad.into()]).is_err(), "{bad}");
