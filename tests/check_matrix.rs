@@ -201,7 +201,16 @@ pub(crate) fn rows() -> Vec<Row> {
     let configs = configs();
     let mut rows = Vec::new();
     for init in INITS {
+        // A command line that rules a layer out is judged by check-boot alike for
+        // both inits: each such row boots with one of them, in turn.
+        let mut ruled_out = 0;
         for c in &configs {
+            if c.ruled_out.is_some() {
+                ruled_out += 1;
+                if (ruled_out % 2 == 0) == (init == "shell") {
+                    continue;
+                }
+            }
             let t = if c.ruled_out.is_some() {
                 "rd.shell rd.timeout=15"
             } else {
