@@ -299,3 +299,195 @@ fn image_metadata_is_what_depmod_writes() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The /init of the firmware boots: test_firmware (the kernel's own module for
+/// exercising its loader) asks the loader for `composer/test.bin` and shows what it got.
+const FIRMWARE_INIT: &str = r#"#!/bin/busybox sh
+bb=/bin/busybox
+$bb mount -t proc proc /proc
+$bb mount -t sysfs sys /sys
+$bb mount -t devtmpfs dev /dev
+$bb modprobe test_firmware || echo "MODPROBE-FAILED"
+$bb printf composer/test.bin > /sys/devices/virtual/misc/test_firmware/trigger_request
+echo "FIRMWARE: $($bb cat /dev/test_firmware)"
+$bb poweroff -f
+"#;
+
+/// `kernel`'s module tree with test_firmware asking for `composer/test.bin` (its
+/// `description=` or `author=` in `.modinfo` overwritten in place by `firmware=composer/test.bin`,
+/// as a driver's MODULE_FIRMWARE reads; its signature taken off and written
+/// uncompressed: the kernel loads it unsigned, as it does not enforce signatures
+/// without Secure Boot), its configuration, and that firmware compressed
+/// with zstd: a root under `dir`. The tree is hard links to the kernel's where the
+/// file system allows (nothing in it is written in place: the module is replaced, and
+/// depmod renames its files into place).
+fn firmware_root(kernel: &DebianKernel, dir: &Path, depmod: &Path, firmware: &str) -> PathBuf {
+    let root = dir.join("root");
+    let tree = root.join("lib/modules").join(&kernel.version);
+    std::fs::create_dir_all(tree.parent().unwrap()).unwrap();
+    let linked = Command::new("cp")
+        .arg("-al")
+        .arg(kernel.modules_dir())
+        .arg(&tree)
+        .status()
+        .unwrap();
+    if !linked.success() {
+        let _ = std::fs::remove_dir_all(&tree);
+        support::run_ok(
+            Command::new("cp")
+                .arg("-a")
+                .arg(kernel.modules_dir())
+                .arg(&tree),
+        );
+    }
+    let shipped = ["", ".xz", ".zst"]
+        .iter()
+        .map(|e| tree.join(format!("kernel/lib/test_firmware.ko{e}")))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{}: no test_firmware module", kernel.version));
+    let mut module = if shipped.extension().is_some_and(|e| e == "ko") {
+        std::fs::read(&shipped).unwrap()
+    } else {
+        let tool = if shipped.extension().is_some_and(|e| e == "xz") {
+            "xz"
+        } else {
+            "zstd"
+        };
+        support::run_ok(Command::new(tool).arg("-dc").arg(&shipped)).stdout
+    };
+    // The changed module's signature would be rejected: it goes (an unsigned module
+    // loads, tainting the kernel, when signatures are not enforced). It is the
+    // magic's 28 bytes, after a 12-byte header whose last four say the signature's
+    // length (big-endian), after the signature.
+    let magic = b"~Module signature appended~\n";
+    if module.ends_with(magic) {
+        let header = module.len() - magic.len() - 12;
+        let sig = u32::from_be_bytes(module[header + 8..header + 12].try_into().unwrap());
+        module.truncate(header - sig as usize);
+    }
+    // Its `description=` (6.12) or `author=` (6.1 has no description): text no
+    // loader reads.
+    let at = [&b"description="[..], b"author="]
+        .iter()
+        .find_map(|key| module.windows(key.len()).position(|w| w == *key))
+        .expect("test_firmware has neither a description nor an author");
+    let end = at + module[at..].iter().position(|&b| b == 0).unwrap();
+    let want = b"firmware=composer/test.bin";
+    assert!(end - at >= want.len(), "the text it replaces is too short");
+    module[at..end].fill(0);
+    module[at..at + want.len()].copy_from_slice(want);
+    std::fs::remove_file(&shipped).unwrap();
+    std::fs::write(tree.join("kernel/lib/test_firmware.ko"), &module).unwrap();
+    support::run_ok(
+        Command::new(depmod)
+            .arg("-b")
+            .arg(&root)
+            .arg(&kernel.version),
+    );
+    std::fs::create_dir_all(root.join("boot")).unwrap();
+    std::fs::copy(
+        kernel.config(),
+        root.join(format!("boot/config-{}", kernel.version)),
+    )
+    .unwrap();
+    let fw = root.join("lib/firmware/composer");
+    std::fs::create_dir_all(&fw).unwrap();
+    std::fs::write(fw.join("test.bin"), firmware).unwrap();
+    support::run_ok(
+        Command::new("zstd")
+            .args(["-q", "--rm"])
+            .arg(fw.join("test.bin")),
+    );
+    root
+}
+
+/// A firmware file shipped compressed (`.zst`) reaches the kernel's loader from the
+/// image: a module asks for it, and the kernel hands it over. Debian 13's kernel reads
+/// zstd itself (the image keeps `test.bin.zst`); Debian 12's reads xz only (composer
+/// decompresses it into `test.bin`).
+#[test]
+fn a_compressed_firmware_file_is_loaded_by_each_kernel() {
+    let Some((_, platform, busybox)) = support::require_platform_env() else {
+        return;
+    };
+    let Some(older) = support::debian_kernel() else {
+        return;
+    };
+    let Some(depmod) = support::require_tool("depmod", "kmod") else {
+        return;
+    };
+    for (tool, package) in [("zstd", "zstd"), ("xz", "xz-utils")] {
+        if support::require_tool(tool, package).is_none() {
+            return;
+        }
+    }
+    let dir = support::Scratch::new("kmod-firmware-boot");
+    std::fs::write(dir.join("init"), FIRMWARE_INIT).unwrap();
+    std::fs::copy(&busybox, dir.join("busybox")).unwrap();
+    for (kernel, kept, dropped) in [
+        (&platform, "test.bin.zst", "test.bin"),
+        (&older, "test.bin", "test.bin.zst"),
+    ] {
+        let sub = dir.join(&kernel.version);
+        std::fs::create_dir_all(&sub).unwrap();
+        let token = format!(
+            "COMPOSER-FIRMWARE-{}-{}",
+            kernel.version,
+            std::process::id()
+        );
+        let root = firmware_root(kernel, &sub, &depmod, &token);
+        let manifest = sub.join("fw.toml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "root = {}\nmodules = [\"test_firmware\"]\n\n\
+                 [[file]]\nsrc = \"../init\"\ndst = \"/init\"\nmode = \"0755\"\n\n\
+                 [[file]]\nsrc = \"../busybox\"\ndst = \"/bin/busybox\"\nmode = \"0755\"\n\n\
+                 [[dir]]\npath = \"/proc\"\n[[dir]]\npath = \"/sys\"\n[[dir]]\npath = \"/dev\"\n",
+                support::toml_str(root.to_str().unwrap())
+            ),
+        )
+        .unwrap();
+        let image = sub.join("initrd.img");
+        support::run_ok(
+            support::composer()
+                .args(["build", "--no-sync", "--kver", &kernel.version])
+                .arg(&manifest)
+                .arg("-o")
+                .arg(&image),
+        );
+        let paths = support::image_paths(&image);
+        let has = |name: &str| {
+            paths
+                .iter()
+                .any(|p| p == &format!("lib/firmware/composer/{name}"))
+        };
+        assert!(
+            has(kept) && !has(dropped),
+            "{}: the image should hold {kept}, not {dropped}: {paths:?}",
+            kernel.version
+        );
+        let boot = support::qemu_boot_with(
+            kernel,
+            &image,
+            &BootOptions {
+                timeout: std::time::Duration::from_secs(120),
+                ..BootOptions::default()
+            },
+        );
+        let console = &boot.console;
+        eprintln!("--- {} ({:?}) ---\n{console}", kernel.version, boot.elapsed);
+        assert!(
+            console
+                .lines()
+                .any(|l| l.trim_end().ends_with(&format!("FIRMWARE: {token}"))),
+            "{}: the loader did not hand test_firmware the file:\n{console}",
+            kernel.version
+        );
+        assert!(
+            !console.contains("Direct firmware load for composer/test.bin failed"),
+            "{}: the loader found no form of the file it reads:\n{console}",
+            kernel.version
+        );
+    }
+}
