@@ -26,6 +26,15 @@
 #                      (default: ${TMPDIR:-/tmp}/composer-boot-bench)
 #   --kernel-root DIR  a `dpkg -x` of a linux-image package (see benches/generic-image.sh)
 #   --smp N            guest CPUs (default 2)
+#   --release SUITE    boot a Debian release's kernel with images built from that
+#                      release's root: a root made once by mmdebstrap --variant=apt from
+#                      this machine's apt sources with the suite renamed (trixie,
+#                      unstable, ...), holding the release's kernel, systemd, udev, lvm2,
+#                      cryptsetup, busybox, dracut-core and initramfs-tools, in
+#                      WORK/release-SUITE. composer builds from it (--root), and dracut
+#                      and mkinitramfs run inside it (chroot): each tool as that release
+#                      ships it. The hostonly images are left out (they are this
+#                      machine's, not the release's)
 #   --extra NAME=IMG   also boot the image IMG, as NAME (repeatable): a build of
 #                      another commit, say, to compare a change in the same run; a
 #                      NAME ending in "hostonly" is compared with the hostonly peers
@@ -71,6 +80,7 @@ smp=2
 compressions=
 layered=1
 extras=()
+release=
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -82,6 +92,7 @@ while [ $# -gt 0 ]; do
         --compressions) compressions=1; shift ;;
         --no-layered) layered=; shift ;;
         --extra) extras+=("$2"); shift 2 ;;
+        --release) release="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -101,6 +112,10 @@ for b in /bin/busybox /usr/bin/busybox; do
     [ -x "$b" ] && file -L "$b" 2>/dev/null | grep -q 'statically linked' && busybox=$b
 done
 [ -n "$busybox" ] || die "no static busybox (Debian package busybox-static)"
+if [ -n "$release" ]; then
+    need mmdebstrap "Debian package mmdebstrap"
+    images_wanted=$(echo ",$images_wanted," | sed 's/,[a-z-]*hostonly,/,/g; s/,mkinitramfs-dep,/,/g; s/^,//; s/,$//')
+fi
 # Hostonly images only where this machine's root is like the guest's.
 root_source=$(findmnt -n -o SOURCE / 2>/dev/null || true)
 root_fstype=$(findmnt -n -o FSTYPE / 2>/dev/null || true)
@@ -121,17 +136,56 @@ if [ -n "$layered" ] && ! command -v pvcreate >/dev/null; then
     echo "== leaving out the layered (LVM) root: no pvcreate (Debian package lvm2)" >&2
     layered=
 fi
-if wanted dracut || wanted dracut-hostonly; then need dracut "Debian package dracut-core"; fi
-if wanted mkinitramfs-most || wanted mkinitramfs-dep; then need mkinitramfs "Debian package initramfs-tools"; fi
+if [ -z "$release" ]; then
+    if wanted dracut || wanted dracut-hostonly; then need dracut "Debian package dracut-core"; fi
+    if wanted mkinitramfs-most || wanted mkinitramfs-dep; then need mkinitramfs "Debian package initramfs-tools"; fi
+fi
 
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 build_composer
-module_tree
-depmod_copy
-peer_namespace
-trap peer_cleanup EXIT
-vmlinuz="$kernel_root/boot/vmlinuz-$kver"
+if [ -n "$release" ]; then
+    # The release's root, made once: this machine's apt sources, the suite renamed
+    # (unstable has no -updates suite; its Release file may be past its Valid-Until
+    # on a mirror's snapshot).
+    rroot="$work/release-$release"
+    if [ ! -x "$rroot/usr/bin/dracut" ]; then
+        echo "== the $release root (mmdebstrap)" >&2
+        suites="$release $release-updates"
+        case "$release" in unstable | sid) suites=$release ;; esac
+        awk -v suites="$suites" 'BEGIN { RS = ""; ORS = "\n\n" } /URIs:/ && !done {
+                n = split($0, l, "\n"); out = ""
+                for (i = 1; i <= n; i++) out = out (l[i] ~ /^Suites:/ ? "Suites: " suites : l[i]) "\n"
+                printf "%s", out; done = 1 }' /etc/apt/sources.list.d/debian.sources >"$work/release.sources"
+        pkgs=linux-image-amd64,systemd,udev,kmod,cryptsetup,lvm2,busybox,e2fsprogs,util-linux,dracut-core,initramfs-tools,zstd
+        # Debian 13 and later: systemd-cryptsetup is a package of its own.
+        [ "$release" = bookworm ] || pkgs=$pkgs,systemd-cryptsetup
+        rm -rf "$rroot"
+        INITRD=No mmdebstrap --variant=apt -q --include="$pkgs" \
+            --aptopt='Acquire::Check-Valid-Until "false"' "$release" "$rroot" "$work/release.sources" ||
+            die "mmdebstrap of $release failed"
+    fi
+    kver=$(ls "$rroot/usr/lib/modules" | head -n 1)
+    [ -n "$kver" ] || die "no kernel in the $release root"
+    vmlinuz="$rroot/boot/vmlinuz-$kver"
+    kernel_root=$rroot
+    # Each peer runs inside the root, with the kernel's file systems it reads.
+    in_root() { # COMMAND...
+        unshare --mount --propagation private sh -c '
+            r=$1; shift
+            mount -t proc proc "$r/proc"
+            mount -t sysfs sys "$r/sys"
+            mount --rbind /dev "$r/dev"
+            mount -t tmpfs tmpfs "$r/tmp"
+            exec chroot "$r" "$@"' sh "$rroot" "$@"
+    }
+else
+    module_tree
+    depmod_copy
+    peer_namespace
+    trap peer_cleanup EXIT
+    vmlinuz="$kernel_root/boot/vmlinuz-$kver"
+fi
 [ -f "$vmlinuz" ] || die "no boot/vmlinuz-$kver in $kernel_root"
 
 # The root: busybox and an init that reports and powers off.
@@ -218,7 +272,11 @@ composer_image() { # NAME INIT [COMPRESSION [LEVEL]]
             [ -z "${4:-}" ] || echo "level = $4"
         fi
     } >"$m"
-    "$composer" build --kver "$kver" --kmoddir "$kdir" --no-sync "$m" -o "$work/$1.img" >/dev/null
+    if [ -n "$release" ]; then
+        "$composer" build --root "$rroot" --kver "$kver" --no-sync "$m" -o "$work/$1.img" >/dev/null
+    else
+        "$composer" build --kver "$kver" --kmoddir "$kdir" --no-sync "$m" -o "$work/$1.img" >/dev/null
+    fi
     names+=("$1")
 }
 if wanted composer-shell; then composer_image composer-shell shell; fi
@@ -227,15 +285,28 @@ dracut_image() { # NAME DRACUT-OPTIONS...
     local n=$1
     shift
     echo "-- $n" >&2
-    "$work/ns/run" dracut -q "$@" --force --kver "$kver" --kmoddir "$kdir" "$work/$n.img" 2>"$work/$n.log" ||
-        { cat "$work/$n.log" >&2; die "dracut failed"; }
+    if [ -n "$release" ]; then
+        in_root dracut -q "$@" --force --kver "$kver" "/var/tmp/$n.img" 2>"$work/$n.log" &&
+            mv "$rroot/var/tmp/$n.img" "$work/$n.img" ||
+            { cat "$work/$n.log" >&2; die "dracut failed"; }
+    else
+        "$work/ns/run" dracut -q "$@" --force --kver "$kver" --kmoddir "$kdir" "$work/$n.img" 2>"$work/$n.log" ||
+            { cat "$work/$n.log" >&2; die "dracut failed"; }
+    fi
     names+=("$n")
 }
 mkinitramfs_image() { # NAME MODULES
     echo "-- $1" >&2
-    mkinitramfs_conf "$work/$1" "$2" zstd
-    "$work/ns/run" mkinitramfs -d "$work/$1" -o "$work/$1.img" "$kver" 2>"$work/$1.log" ||
-        { cat "$work/$1.log" >&2; die "mkinitramfs failed"; }
+    if [ -n "$release" ]; then
+        # The release's own configuration (MODULES=most, its default compression).
+        in_root mkinitramfs -o "/var/tmp/$1.img" "$kver" 2>"$work/$1.log" &&
+            mv "$rroot/var/tmp/$1.img" "$work/$1.img" ||
+            { cat "$work/$1.log" >&2; die "mkinitramfs failed"; }
+    else
+        mkinitramfs_conf "$work/$1" "$2" zstd
+        "$work/ns/run" mkinitramfs -d "$work/$1" -o "$work/$1.img" "$kver" 2>"$work/$1.log" ||
+            { cat "$work/$1.log" >&2; die "mkinitramfs failed"; }
+    fi
     names+=("$1")
 }
 if wanted dracut; then dracut_image dracut --no-hostonly; fi
@@ -353,7 +424,11 @@ col() { # IMAGE AWK-EXPRESSION
     echo
     echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), Linux $(uname -r); guests: qemu ${accel[*]} -smp $smp -m 2048, $(qemu-system-x86_64 --version | head -n 1)."
     echo
-    echo "Kernel: $kver (Debian's package). Medians of $boots boots each, seconds after boot."
+    if [ -n "$release" ]; then
+        echo "Release: $release ($(sed -n 's/^PRETTY_NAME=//p' "$rroot/etc/os-release" | tr -d '"')); kernel $kver; systemd $(chroot "$rroot" dpkg-query -W -f '${Version}' systemd); dracut $(chroot "$rroot" dpkg-query -W -f '${Version}' dracut-core); initramfs-tools $(chroot "$rroot" dpkg-query -W -f '${Version}' initramfs-tools). Images built from that root, peers run inside it. Medians of $boots boots each, seconds after boot."
+    else
+        echo "Kernel: $kver (Debian's package). Medians of $boots boots each, seconds after boot."
+    fi
     echo
     echo "vs dracut: the initrd userspace against dracut's image of the same profile (--hostonly for the hostonly images and MODULES=dep, else --no-hostonly) and root (NAME@lvm: the root on LVM); the median of the images' medians, and the median of the rounds' ratios (each round boots every image once, one after the other, so that a slow spell weighs on both sides of a ratio). vs best peer: composer's time to the root's init minus the fastest peer image's (dracut's or initramfs-tools' of the same profile and root) in the same round, the median of the rounds; below 0 composer reached the root first."
     echo

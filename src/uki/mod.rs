@@ -7,6 +7,7 @@ pub mod pcr;
 pub mod pe;
 pub mod sbat;
 pub mod sign;
+pub mod versions;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::resolve::root::Root;
 
 pub use pe::Section;
+pub use versions::{PROFILES_SINCE, UCODE_SINCE};
 
 /// The largest kernel, stub, splash or device tree composer puts in a UKI.
 const PART_LIMIT: u64 = 512 << 20;
@@ -156,12 +158,6 @@ pub struct Profile {
     pub title: Option<String>,
     pub cmdline: String,
 }
-
-/// The stub that first reads a `.ucode` section (CPU microcode, handed to
-/// the kernel before every other initrd): systemd 256.
-pub const UCODE_SINCE: u32 = 256;
-/// The stub that first reads `.profile` sections: systemd 257.
-pub const PROFILES_SINCE: u32 = 257;
 
 /// The systemd version of a stub (its `.sdmagic`), when it says one.
 pub fn stub_version(stub: &[u8]) -> Option<u32> {

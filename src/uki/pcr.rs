@@ -27,6 +27,7 @@ use std::process::{Command, Stdio};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::uki::versions;
 
 /// The phases a policy is signed for when none are given: ukify's and
 /// systemd-measure's (the initrd, the switch to the root, the root's early
@@ -52,11 +53,11 @@ const KEY_LIMIT: usize = 1 << 20;
 pub fn measured_sections(version: Option<u32>) -> Vec<&'static str> {
     let since = |s: u32| version.is_some_and(|v| v >= s);
     let mut v = vec![".linux", ".osrel", ".cmdline", ".initrd"];
-    if since(super::UCODE_SINCE) {
+    if since(versions::UCODE_SINCE) {
         v.push(".ucode");
     }
     v.extend([".splash", ".dtb"]);
-    if since(254) {
+    if since(versions::UNAME_SBAT_MEASURED_SINCE) {
         v.extend([".uname", ".sbat"]);
     }
     v.push(".pcrpkey");
