@@ -557,3 +557,188 @@ esac
     assert_eq!(usage.status.code(), Some(2));
     assert!(usage.stdout.is_empty());
 }
+
+/// Runs the systemd image's generator `name` under `shell` with `cmdline` as the kernel's
+/// command line (bound over /proc/cmdline in a mount namespace of its own), writing
+/// into `out`.
+fn run_generator(shell: &[&str], name: &str, cmdline: &str, out: &Path) -> std::process::Output {
+    let file = out.with_extension("cmdline");
+    std::fs::write(&file, format!("{cmdline}\n")).unwrap();
+    std::fs::create_dir_all(out).unwrap();
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" /proc/cmdline && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&file)
+        .args(shell)
+        .arg(init_dir().join(name))
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// The root device's timeout and deadline, written by composer-timeout-generator on
+/// every boot: the device unit it names is the one `systemd-escape --path
+/// --suffix=device` names (this machine's, as an oracle), escaped in the shell, with
+/// systemd-escape itself only for a path the shell leaves to it; `rd.timeout=0` writes
+/// no deadline; no root= writes nothing. Under dash (Debian's /bin/sh, which the
+/// systemd image runs it with) and busybox's sh.
+#[test]
+fn the_timeout_generator_names_the_device_unit_systemd_escape_names() {
+    if !support::require_root() {
+        return;
+    }
+    let Some(escape) = support::require_tool("systemd-escape", "systemd") else {
+        return;
+    };
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let Some(dash) = support::require_tool("dash", "dash") else {
+        return;
+    };
+    let scratch = Scratch::new("timeout-generator");
+    let bb = busybox.to_str().unwrap().to_string();
+    let shells: [Vec<&str>; 2] = [vec![dash.to_str().unwrap()], vec![&bb, "sh"]];
+    let cases = [
+        (
+            "UUID=6c0f9d1e-5b7a-4c1f-9e0a-b00750000001",
+            "/dev/disk/by-uuid/6c0f9d1e-5b7a-4c1f-9e0a-b00750000001",
+        ),
+        ("LABEL=my_root.fs:1", "/dev/disk/by-label/my_root.fs:1"),
+        ("LABEL=.hidden", "/dev/disk/by-label/.hidden"),
+        ("PARTLABEL=a+b,c", "/dev/disk/by-partlabel/a+b,c"),
+        ("/dev/mapper/vg-root", "/dev/mapper/vg-root"),
+        ("/dev/cmplm//root", "/dev/cmplm//root"),
+        ("/dev/vda1", "/dev/vda1"),
+    ];
+    let mut n = 0;
+    for shell in &shells {
+        for (root, dev) in cases {
+            n += 1;
+            let out = scratch.join(format!("out{n}"));
+            let o = run_generator(
+                shell,
+                "composer-timeout-generator",
+                &format!("quiet root={root} rd.timeout=20"),
+                &out,
+            );
+            assert!(
+                o.status.success(),
+                "{shell:?} {root}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let want =
+                support::run_ok(Command::new(&escape).args(["--path", "--suffix=device", dev]));
+            let unit = String::from_utf8_lossy(&want.stdout).trim().to_string();
+            let dropin = out.join(format!("{unit}.d/composer-timeout.conf"));
+            assert!(
+                std::fs::read_to_string(&dropin)
+                    .is_ok_and(|t| t.contains("JobTimeoutSec=infinity")),
+                "{shell:?} {root}: no {} (it wrote {:?})",
+                dropin.display(),
+                std::fs::read_dir(&out)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .collect::<Vec<_>>()
+            );
+            let deadline = std::fs::read_to_string(out.join("composer-deadline.service")).unwrap();
+            assert!(
+                deadline.contains(&format!("ExecStart=/usr/lib/composer/deadline 20 {dev}\n")),
+                "{deadline}"
+            );
+            let wants = std::fs::read_to_string(
+                out.join("initrd-root-device.target.d/composer-deadline.conf"),
+            )
+            .unwrap();
+            assert_eq!(wants, "[Unit]\nWants=composer-deadline.service\n");
+        }
+        // rd.timeout=0: the device waits forever, and no deadline is set.
+        n += 1;
+        let out = scratch.join(format!("out{n}"));
+        let o = run_generator(
+            shell,
+            "composer-timeout-generator",
+            "root=/dev/vda1 rd.timeout=0",
+            &out,
+        );
+        assert!(o.status.success());
+        assert!(out
+            .join("dev-vda1.device.d/composer-timeout.conf")
+            .is_file());
+        assert!(!out.join("composer-deadline.service").exists());
+        // No root=: nothing to wait for.
+        n += 1;
+        let out = scratch.join(format!("out{n}"));
+        let o = run_generator(shell, "composer-timeout-generator", "quiet", &out);
+        assert!(o.status.success());
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            0,
+            "{shell:?}: wrote for no root="
+        );
+    }
+}
+
+/// composer-image-generator, on every boot: nothing without a live medium or
+/// overlayroot on the command line; root=live: wants the live root's service, and
+/// overlayroot=tmpfs the overlay's. (A copy of it sources the libraries from here, not
+/// from where the image installs them.)
+#[test]
+fn the_image_generator_acts_only_on_its_options() {
+    if !support::require_root() {
+        return;
+    }
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let scratch = Scratch::new("image-generator");
+    let dir = init_dir();
+    let text = std::fs::read_to_string(dir.join("composer-image-generator"))
+        .unwrap()
+        .replace(
+            "/usr/lib/composer/cmdline",
+            dir.join("composer-cmdline").to_str().unwrap(),
+        )
+        .replace(
+            "/usr/lib/composer/image-roots",
+            dir.join("composer-image-roots").to_str().unwrap(),
+        );
+    let copy = scratch.join("composer-image-generator");
+    std::fs::write(&copy, text).unwrap();
+    let bb = busybox.to_str().unwrap().to_string();
+    let shell = [bb.as_str(), "sh"];
+    for (n, (cmdline, want)) in [
+        ("root=UUID=x ro quiet", None),
+        (
+            "root=live:LABEL=media rd.live.image",
+            Some("initrd-root-fs.target.requires/composer-live-root.service"),
+        ),
+        (
+            "root=UUID=x overlayroot=tmpfs",
+            Some("initrd-root-fs.target.requires/composer-overlayroot.service"),
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = scratch.join(format!("out{n}"));
+        let o = run_generator(&shell, copy.to_str().unwrap(), cmdline, &out);
+        assert!(
+            o.status.success(),
+            "{cmdline}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let wrote: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        match want {
+            None => assert!(wrote.is_empty(), "{cmdline}: it wrote {wrote:?}"),
+            Some(w) => assert!(
+                std::fs::symlink_metadata(out.join(w)).is_ok(),
+                "{cmdline}: no {w} (it wrote {wrote:?})"
+            ),
+        }
+    }
+}
