@@ -112,9 +112,17 @@ for b in /bin/busybox /usr/bin/busybox; do
     [ -x "$b" ] && file -L "$b" 2>/dev/null | grep -q 'statically linked' && busybox=$b
 done
 [ -n "$busybox" ] || die "no static busybox (Debian package busybox-static)"
+# images_wanted without the hostonly images (and initramfs-tools' MODULES=dep).
+drop_hostonly_images() {
+    local kept= i
+    for i in ${images_wanted//,/ }; do
+        case "$i" in *hostonly | mkinitramfs-dep) ;; *) kept="$kept,$i" ;; esac
+    done
+    images_wanted=${kept#,}
+}
 if [ -n "$release" ]; then
     need mmdebstrap "Debian package mmdebstrap"
-    images_wanted=$(echo ",$images_wanted," | sed 's/,[a-z-]*hostonly,/,/g; s/,mkinitramfs-dep,/,/g; s/^,//; s/,$//')
+    drop_hostonly_images
 fi
 # Hostonly images only where this machine's root is like the guest's.
 root_source=$(findmnt -n -o SOURCE / 2>/dev/null || true)
@@ -129,7 +137,7 @@ if [ "$root_fstype" != ext4 ] || [ "$root_driver" != virtio_blk ]; then
     done
     if [ -n "$hostonly_wanted" ]; then
         echo "== leaving out the hostonly images: this machine's root ($root_source, ${root_fstype:-?} on ${root_driver:-?}) is not ext4 on virtio-blk like the guest's" >&2
-        images_wanted=$(echo ",$images_wanted," | sed 's/,[a-z-]*hostonly,/,/g; s/,mkinitramfs-dep,/,/g; s/^,//; s/,$//')
+        drop_hostonly_images
     fi
 fi
 if [ -n "$layered" ] && ! command -v pvcreate >/dev/null; then
