@@ -114,7 +114,7 @@ done
 [ -n "$busybox" ] || die "no static busybox (Debian package busybox-static)"
 # images_wanted without the hostonly images (and initramfs-tools' MODULES=dep).
 drop_hostonly_images() {
-    local kept= i
+    local kept='' i
     for i in ${images_wanted//,/ }; do
         case "$i" in *hostonly | mkinitramfs-dep) ;; *) kept="$kept,$i" ;; esac
     done

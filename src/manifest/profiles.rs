@@ -194,6 +194,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/tmpfiles-dev-if-configured.conf"),
     ),
     (
+        "init/tmpfiles-dev-early-if-configured.conf",
+        include_str!("../../profiles/init/tmpfiles-dev-early-if-configured.conf"),
+    ),
+    (
+        "init/udev-credentials-if-any.conf",
+        include_str!("../../profiles/init/udev-credentials-if-any.conf"),
+    ),
+    (
         "init/journald-gives-way.conf",
         include_str!("../../profiles/init/journald-gives-way.conf"),
     ),
