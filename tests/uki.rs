@@ -353,16 +353,27 @@ fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
     let h = String::from_utf8_lossy(&o.stdout);
     assert!(h.contains(".linux") && h.contains(".initrd"), "{h}");
 
-    // Debian 13's systemd-boot lists the UKI once a profile and starts the one its
-    // loader.conf names (the firmware gives no command line): `composer.efi` runs the
-    // kernel with the UKI's own command line; `composer.efi@rescue` with the rescue
-    // profile's, whose shell before the switch reads the microcode archive the stub
-    // put before the image.
+    profiles_boot_as_systemd_boot_selects_them(&kernel, &dir, &stub, &uki, root, &cmdline);
+}
+
+/// Debian 13's systemd-boot lists the UKI once a profile and starts the one its
+/// loader.conf names (the firmware gives no command line): `composer.efi` runs the
+/// kernel with the UKI's own command line `cmdline`; `composer.efi@rescue` with the
+/// rescue profile's, whose shell before the switch reads the microcode archive the
+/// stub put before the image.
+fn profiles_boot_as_systemd_boot_selects_them(
+    kernel: &DebianKernel,
+    dir: &Path,
+    stub: &Path,
+    uki: &Path,
+    root: &crate::boot_root::Root,
+    cmdline: &str,
+) {
     let loader = stub.with_file_name("systemd-bootx64.efi");
     assert!(loader.is_file(), "no {}", loader.display());
     let mut consoles = Vec::new();
     for (entry, name) in [("composer.efi", "main"), ("composer.efi@rescue", "rescue")] {
-        let esp = esp_with_loader(&dir, name, &loader, &uki, entry);
+        let esp = esp_with_loader(dir, name, &loader, uki, entry);
         let typing = (name == "rescue").then(|| {
             (
                 "rd.break=pre-pivot: a shell".to_string(),
@@ -370,16 +381,16 @@ fn a_uki_boots_from_the_firmware_with_its_own_command_line() {
             )
         });
         consoles.push(boot_typing(
-            &kernel,
+            kernel,
             &esp,
-            firmware(&dir, name, false),
+            firmware(dir, name, false),
             &root.qemu,
             "COMPOSER-ROOT-OK",
             typing,
         ));
     }
     for (console, want) in consoles.iter().zip([
-        cmdline.clone(),
+        cmdline.to_string(),
         format!("{cmdline} composer.profile=rescue rd.break=pre-pivot"),
     ]) {
         let tail = tail(console);

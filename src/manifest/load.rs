@@ -612,61 +612,14 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Loaded> {
     for doc in &loader.docs {
         let m = &doc.manifest;
         if let Some(u) = &m.uki {
-            let x = |t: &Option<String>| -> Result<Option<String>> {
-                t.as_ref()
-                    .map(|t| expand(t, u.pos, doc, &loader.vars))
-                    .transpose()
-            };
-            let v = &u.value;
-            let files = [
-                &v.stub,
-                &v.kernel,
-                &v.splash,
-                &v.devicetree,
-                &v.sign_key,
-                &v.sign_cert,
-                &v.sign_passphrase_file,
-                &v.pcr_private_key,
-                &v.pcr_public_key,
-            ];
-            for (slot, f) in uki_files.iter_mut().zip(files) {
-                if let Some(text) = x(f)? {
-                    *slot = Some((doc.dir.clone(), text));
-                }
-            }
-            if let Some(c) = x(&v.cmdline)? {
-                uki.cmdline = Some(c);
-            }
-            if let Some(e) = x(&v.sign_engine)? {
-                uki.sign_engine = Some(e);
-            }
-            if let Some(phases) = &v.phases {
-                uki.phases = phases
-                    .iter()
-                    .map(|l| expand(l, u.pos, doc, &loader.vars))
-                    .collect::<Result<_>>()?;
-            }
-            if let Some(lines) = &v.sbat {
-                uki.sbat = lines
-                    .iter()
-                    .map(|l| expand(l, u.pos, doc, &loader.vars))
-                    .collect::<Result<_>>()?;
-            }
-            if let Some(files) = &v.microcode {
-                microcode = files
-                    .iter()
-                    .map(|f| Ok((doc.dir.clone(), expand(f, u.pos, doc, &loader.vars)?)))
-                    .collect::<Result<_>>()?;
-            }
-            if let Some(profiles) = &v.profiles {
-                uki.profiles = uki_profiles(profiles, |t| expand(t, u.pos, doc, &loader.vars))
-                    .map_err(|e| {
-                        Error::at(doc.origin(u.pos), e).with_hint(
-                            "give each profile its own `id` of lower-case letters, digits, `.`, \
-                             `_` or `-`",
-                        )
-                    })?;
-            }
+            read_uki(
+                u,
+                doc,
+                &loader.vars,
+                &mut uki,
+                &mut uki_files,
+                &mut microcode,
+            )?;
         }
         if let Some(d) = &m.defaults {
             merge_defaults(&mut defaults, d);
@@ -912,6 +865,71 @@ fn is_profile(doc: &Doc, name: &str) -> bool {
         || Path::new(&*doc.file)
             .file_name()
             .is_some_and(|n| n.to_str() == Some(&format!("{name}.toml")))
+}
+
+/// One document's `[uki]`: its settings into `uki`, its files (with the
+/// document's directory, placed once the root is known) into `files` and
+/// `microcode`; a later document's setting replaces an earlier one's.
+fn read_uki(
+    u: &Spanned<super::model::UkiSettings>,
+    doc: &Doc,
+    vars: &BTreeMap<String, String>,
+    uki: &mut crate::spec::UkiConfig,
+    uki_files: &mut [Option<(PathBuf, String)>; 9],
+    microcode: &mut Vec<(PathBuf, String)>,
+) -> Result<()> {
+    let x = |t: &Option<String>| -> Result<Option<String>> {
+        t.as_ref().map(|t| expand(t, u.pos, doc, vars)).transpose()
+    };
+    let v = &u.value;
+    let files = [
+        &v.stub,
+        &v.kernel,
+        &v.splash,
+        &v.devicetree,
+        &v.sign_key,
+        &v.sign_cert,
+        &v.sign_passphrase_file,
+        &v.pcr_private_key,
+        &v.pcr_public_key,
+    ];
+    for (slot, f) in uki_files.iter_mut().zip(files) {
+        if let Some(text) = x(f)? {
+            *slot = Some((doc.dir.clone(), text));
+        }
+    }
+    if let Some(c) = x(&v.cmdline)? {
+        uki.cmdline = Some(c);
+    }
+    if let Some(e) = x(&v.sign_engine)? {
+        uki.sign_engine = Some(e);
+    }
+    if let Some(phases) = &v.phases {
+        uki.phases = phases
+            .iter()
+            .map(|l| expand(l, u.pos, doc, vars))
+            .collect::<Result<_>>()?;
+    }
+    if let Some(lines) = &v.sbat {
+        uki.sbat = lines
+            .iter()
+            .map(|l| expand(l, u.pos, doc, vars))
+            .collect::<Result<_>>()?;
+    }
+    if let Some(files) = &v.microcode {
+        *microcode = files
+            .iter()
+            .map(|f| Ok((doc.dir.clone(), expand(f, u.pos, doc, vars)?)))
+            .collect::<Result<_>>()?;
+    }
+    if let Some(profiles) = &v.profiles {
+        uki.profiles = uki_profiles(profiles, |t| expand(t, u.pos, doc, vars)).map_err(|e| {
+            Error::at(doc.origin(u.pos), e).with_hint(
+                "give each profile its own `id` of lower-case letters, digits, `.`, `_` or `-`",
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// `[[uki.profiles]]` with their text expanded; an error (a message for the
