@@ -823,7 +823,12 @@ impl Reader {
         // local ones.
         let symlen: u64 = if elf.is64() { 24 } else { 16 };
         let symtab_range = match symtab_h {
-            Some(s) if s.size >= symlen => (s.offset + symlen, s.size / symlen * symlen - symlen),
+            // A section header's offset is the file's word: one that runs
+            // past the largest offset is a damaged module, not an overflow.
+            Some(s) if s.size >= symlen => (
+                s.offset.checked_add(symlen).ok_or_else(truncated)?,
+                s.size / symlen * symlen - symlen,
+            ),
             _ => (0, 0),
         };
         let range = |h: Option<Shdr>| h.map_or((0, 0), |s| s.range());
