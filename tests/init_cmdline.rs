@@ -742,3 +742,242 @@ fn the_image_generator_acts_only_on_its_options() {
         }
     }
 }
+
+/// The generators composer-generator-gate runs, and what each gets, for one boot:
+/// `cmdline`, files under the case's directory (`etc/crypttab`, an EFI variable...),
+/// and the environment systemd gives generators.
+fn gate_runs(
+    shell: &[&str],
+    case: &Path,
+    cmdline: &str,
+    files: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<String> {
+    let gens = case.join("gens");
+    let masks = case.join("masks");
+    for d in [&gens, &masks, &case.join("etc"), &case.join("efivars")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let log = case.join("ran");
+    for name in GATED.iter().chain(&["systemd-other-generator"]) {
+        let stub = gens.join(name);
+        std::fs::write(
+            &stub,
+            format!("#!/bin/sh\necho \"{name} $*\" >>'{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::symlink("/dev/null", masks.join(name)).unwrap();
+    }
+    // A generator of systemd's that composer does not mask: systemd runs it, not the gate.
+    std::fs::write(gens.join("systemd-fstab-generator"), "#!/bin/sh\nexit 1\n").unwrap();
+    for f in files {
+        let p = case.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "x\n").unwrap();
+    }
+    let text = std::fs::read_to_string(init_dir().join("composer-generator-gate")).unwrap();
+    let mut replaced = 0;
+    let text: String = text
+        .lines()
+        .map(|l| {
+            let to = match l.split_once('=').map(|(k, _)| k) {
+                Some("masks") => masks.clone(),
+                Some("gens") => gens.clone(),
+                Some("etc") => case.join("etc"),
+                Some("efivars") => case.join("efivars"),
+                _ => return format!("{l}\n"),
+            };
+            replaced += 1;
+            format!("{}={}\n", l.split_once('=').unwrap().0, to.display())
+        })
+        .collect();
+    assert_eq!(replaced, 4, "the gate's four paths");
+    let copy = case.join("composer-generator-gate");
+    std::fs::write(&copy, text).unwrap();
+    let out = case.join("out");
+    let file = case.join("cmdline");
+    std::fs::write(&file, format!("{cmdline}\n")).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let o = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" /proc/cmdline && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&file)
+        .args(shell)
+        .arg(&copy)
+        .args([out.join("normal"), out.join("early"), out.join("late")])
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("ENCRYPTED_CREDENTIALS_DIRECTORY")
+        .env_remove("SYSTEMD_PROC_CMDLINE")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{cmdline}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    let args = format!(
+        "{} {} {}",
+        out.join("normal").display(),
+        out.join("early").display(),
+        out.join("late").display()
+    );
+    ran.lines()
+        .map(|l| {
+            let (name, got) = l.split_once(' ').unwrap();
+            assert_eq!(got, args, "{cmdline}: {name} got other arguments");
+            name.to_string()
+        })
+        .collect()
+}
+
+/// The generators of systemd's that composer's systemd image masks and
+/// composer-generator-gate runs when the boot gives them work.
+const GATED: [&str; 5] = [
+    "systemd-cryptsetup-generator",
+    "systemd-debug-generator",
+    "systemd-gpt-auto-generator",
+    "systemd-hibernate-resume-generator",
+    "systemd-veritysetup-generator",
+];
+
+/// composer-generator-gate, on every boot of the systemd image: systemd's own
+/// generators that composer masks run only when the command line, the image's /etc,
+/// the firmware's variables or the system credentials give them work, each with the
+/// gate's three directories; one it does not know always runs; one the image's /etc
+/// overrides is left to systemd. Under dash and busybox's sh. The image masks the
+/// same generators the gate knows.
+#[test]
+fn the_generator_gate_runs_systemds_generators_only_with_work() {
+    if !support::require_root() {
+        return;
+    }
+    let Some(busybox) = support::busybox_static() else {
+        return;
+    };
+    let Some(dash) = support::require_tool("dash", "dash") else {
+        return;
+    };
+    let profile = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/init-systemd.toml"),
+    )
+    .unwrap();
+    for name in GATED {
+        assert!(
+            profile.contains(&format!(
+                "path = \"/usr/local/lib/systemd/system-generators/{name}\"\ntarget = \"/dev/null\""
+            )),
+            "the systemd profile does not mask {name}"
+        );
+    }
+    let gate = std::fs::read_to_string(init_dir().join("composer-generator-gate")).unwrap();
+    for name in GATED {
+        assert!(
+            gate.contains(&format!("\t{name})")),
+            "the gate has no case for {name}"
+        );
+    }
+    let scratch = Scratch::new("generator-gate");
+    let bb = busybox.to_str().unwrap().to_string();
+    let shells: [Vec<&str>; 2] = [vec![dash.to_str().unwrap()], vec![&bb, "sh"]];
+    let hibernate = "efivars/HibernateLocation-8cf2644b-4b0b-428f-9387-6d876050dc67";
+    let options = "efivars/SystemdOptions-8cf2644b-4b0b-428f-9387-6d876050dc67";
+    let creds = scratch.join("creds");
+    std::fs::create_dir_all(creds.join("full")).unwrap();
+    std::fs::create_dir_all(creds.join("empty")).unwrap();
+    std::fs::write(creds.join("full/systemd.extra-unit.x.service"), "x").unwrap();
+    let (full, empty) = (
+        creds.join("full").display().to_string(),
+        creds.join("empty").display().to_string(),
+    );
+    let gpt = "systemd-gpt-auto-generator";
+    let verity = "systemd-veritysetup-generator";
+    let resume = "systemd-hibernate-resume-generator";
+    let crypt = "systemd-cryptsetup-generator";
+    let debug = "systemd-debug-generator";
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, Vec<&str>, Vec<(&str, &str)>, Vec<&str>)> = vec![
+        ("root=UUID=x ro quiet", vec![], vec![], vec![]),
+        ("ro quiet", vec![], vec![], vec![gpt]),
+        ("root=gpt-auto", vec![], vec![], vec![gpt]),
+        ("root=\"gpt-auto\"", vec![], vec![], vec![gpt]),
+        ("root=UUID=x root=gpt-auto-force", vec![], vec![], vec![gpt]),
+        ("root=gpt-auto root=UUID=x", vec![], vec![], vec![]),
+        ("root=tmpfs mount.usr=dissect", vec![], vec![], vec![gpt]),
+        (
+            "root=/dev/mapper/root roothash=ab12",
+            vec![],
+            vec![],
+            vec![verity],
+        ),
+        ("root=UUID=x usrhash=ab12", vec![], vec![], vec![verity]),
+        ("root=UUID=x rd.luks.uuid=1234", vec![], vec![], vec![crypt]),
+        ("root=UUID=x luks=no", vec![], vec![], vec![crypt]),
+        ("root=UUID=x resume=UUID=y", vec![], vec![], vec![resume]),
+        (
+            "root=UUID=x rd.systemd.wants=a.service",
+            vec![],
+            vec![],
+            vec![debug],
+        ),
+        (
+            "root=UUID=x systemd.mask=a.service",
+            vec![],
+            vec![],
+            vec![debug],
+        ),
+        (
+            "root=UUID=x systemd.verity_root_data=/dev/vdb",
+            vec![],
+            vec![],
+            vec![debug, verity],
+        ),
+        ("root=UUID=x", vec!["etc/crypttab"], vec![], vec![crypt]),
+        ("root=UUID=x", vec!["etc/veritytab"], vec![], vec![verity]),
+        ("root=UUID=x", vec![hibernate], vec![], vec![resume]),
+        ("root=UUID=x", vec![options], vec![], GATED.to_vec()),
+        (
+            "ro",
+            vec!["etc/systemd/system-generators/systemd-gpt-auto-generator"],
+            vec![],
+            vec![],
+        ),
+        (
+            "root=UUID=x",
+            vec![],
+            vec![("CREDENTIALS_DIRECTORY", &full)],
+            vec![debug],
+        ),
+        (
+            "root=UUID=x",
+            vec![],
+            vec![("CREDENTIALS_DIRECTORY", &empty)],
+            vec![],
+        ),
+        (
+            "root=UUID=x",
+            vec![],
+            vec![("SYSTEMD_PROC_CMDLINE", "root=UUID=x")],
+            GATED.to_vec(),
+        ),
+    ];
+    for (s, shell) in shells.iter().enumerate() {
+        for (n, (cmdline, files, env, want)) in cases.iter().enumerate() {
+            let case = scratch.join(format!("s{s}-{n}"));
+            let ran = gate_runs(shell, &case, cmdline, files, env);
+            let mut want: Vec<String> = want.iter().map(|w| w.to_string()).collect();
+            want.push("systemd-other-generator".into());
+            want.sort();
+            let mut got = ran.clone();
+            got.sort();
+            assert_eq!(
+                got, want,
+                "{shell:?}, {cmdline:?} with {files:?} {env:?}: ran {ran:?}"
+            );
+        }
+    }
+}

@@ -66,6 +66,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../profiles/init/composer-break-generator"),
     ),
     (
+        "init/composer-generator-gate",
+        include_str!("../../profiles/init/composer-generator-gate"),
+    ),
+    (
         "init/composer-break",
         include_str!("../../profiles/init/composer-break"),
     ),
@@ -336,6 +340,7 @@ fn builtin_dir() -> std::io::Result<PathBuf> {
             "init/composer-timeout-generator",
             "init/composer-deadline",
             "init/composer-break-generator",
+            "init/composer-generator-gate",
             "init/composer-break",
             "init/composer-storage-setup",
             "init/composer-dhcp",
