@@ -6,7 +6,7 @@
 # kernel's timestamps from dmesg, and powers off.
 #
 # Usage: benches/boot-time.sh [--boots N] [--images LIST] [--work DIR] [--kernel-root DIR]
-#                             [--smp N] [--compressions] [--no-layered]
+#                             [--smp N] [--icount] [--compressions] [--no-layered]
 #
 #   --boots N          boots of each image (default 5); the boots of the images take
 #                      turns, so that a slow spell of the machine hits all of them
@@ -26,6 +26,12 @@
 #                      (default: ${TMPDIR:-/tmp}/composer-boot-bench)
 #   --kernel-root DIR  a `dpkg -x` of a linux-image package (see benches/generic-image.sh)
 #   --smp N            guest CPUs (default 2)
+#   --icount           TCG with QEMU's instruction counting (-icount shift=0,sleep=off):
+#                      the guest's clock runs at a billion instructions a second of its
+#                      own and skips its idle time, so a boot's times are its CPU work,
+#                      the same from one boot to the next (within about 20 ms) and
+#                      whatever else the host runs. Not wall time: for comparing
+#                      images, one CPU (--smp 1)
 #   --release SUITE    boot a Debian release's kernel with images built from that
 #                      release's root: a root made once by mmdebstrap --variant=apt from
 #                      this machine's apt sources with the suite renamed (trixie,
@@ -77,6 +83,7 @@ images_wanted=composer-shell,composer-systemd,dracut,mkinitramfs-most,composer-s
 work="${TMPDIR:-/tmp}/composer-boot-bench"
 kernel_root=
 smp=2
+icount=
 compressions=
 layered=1
 extras=()
@@ -89,6 +96,7 @@ while [ $# -gt 0 ]; do
         --work) work="$2"; shift 2 ;;
         --kernel-root) kernel_root="$2"; shift 2 ;;
         --smp) smp="$2"; shift 2 ;;
+        --icount) icount=1; shift ;;
         --compressions) compressions=1; shift ;;
         --no-layered) layered=; shift ;;
         --extra) extras+=("$2"); shift 2 ;;
@@ -347,7 +355,9 @@ done
 # ran on, every boot with it stopped in the firmware until its timeout).
 mkdir -p "$work/logs"
 accel=(-accel tcg -cpu max)
-if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+if [ -n "$icount" ]; then
+    accel=(-accel tcg -cpu max -icount "shift=0,sleep=off")
+elif [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
     probe_log="$work/logs/kvm-probe.log"
     if timeout 30 qemu-system-x86_64 -accel kvm -cpu host -smp 1 -m 256 \
         -nographic -no-reboot -nodefaults -serial stdio -monitor none \

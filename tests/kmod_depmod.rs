@@ -201,7 +201,7 @@ fn kept_scan_is_the_same_tree() {
     }
     // A tree changed in the two seconds before its scan is not kept.
     std::thread::sleep(std::time::Duration::from_millis(2100));
-    let root = Root::new(&scratch.join("root"));
+    let root = Root::new(scratch.join("root"));
     let kept = |tree: &ModuleTree| matches!(tree.source, TreeSource::Scanned { kept: true, .. });
     let first = ModuleTree::open_with(&root, version, Some(&scans)).unwrap();
     assert!(!kept(&first));
