@@ -28,10 +28,12 @@
 #   --smp N            guest CPUs (default 2)
 #   --icount           TCG with QEMU's instruction counting (-icount shift=0,sleep=off):
 #                      the guest's clock runs at a billion instructions a second of its
-#                      own and skips its idle time, so a boot's times are its CPU work,
-#                      the same from one boot to the next (within about 20 ms) and
-#                      whatever else the host runs. Not wall time: for comparing
-#                      images, one CPU (--smp 1)
+#                      own and skips its idle time, so a boot's times are its CPU work:
+#                      on an otherwise idle host the same from one boot to the next
+#                      within 20-40 ms, where TCG's wall times differ by seconds (a
+#                      busy host still shows in the guest's waits for its disk: take
+#                      the least of a few boots). Not wall time: for comparing images,
+#                      one CPU (--smp 1)
 #   --release SUITE    boot a Debian release's kernel with images built from that
 #                      release's root: a root made once by mmdebstrap --variant=apt from
 #                      this machine's apt sources with the suite renamed (trixie,
@@ -40,7 +42,10 @@
 #                      WORK/release-SUITE. composer builds from it (--root), and dracut
 #                      and mkinitramfs run inside it (chroot): each tool as that release
 #                      ships it. The hostonly images are left out (they are this
-#                      machine's, not the release's)
+#                      machine's, not the release's). A root already in
+#                      WORK/release-SUITE is used as it is; for composer's images alone
+#                      (--images without dracut and mkinitramfs-most) it needs no peers,
+#                      so a link to the boot tests' root (target/test-assets) does
 #   --extra NAME=IMG   also boot the image IMG, as NAME (repeatable): a build of
 #                      another commit, say, to compare a change in the same run; a
 #                      NAME ending in "hostonly" is compared with the hostonly peers
@@ -165,7 +170,11 @@ if [ -n "$release" ]; then
     # (unstable has no -updates suite; its Release file may be past its Valid-Until
     # on a mirror's snapshot).
     rroot="$work/release-$release"
-    if [ ! -x "$rroot/usr/bin/dracut" ]; then
+    # (A root made before is kept; one without the peers' tools does for
+    # composer's images alone: the boot tests' root, linked there.)
+    peers_wanted=
+    if wanted dracut || wanted mkinitramfs-most; then peers_wanted=1; fi
+    if [ ! -d "$rroot/usr/lib/modules" ] || { [ -n "$peers_wanted" ] && [ ! -x "$rroot/usr/bin/dracut" ]; }; then
         echo "== the $release root (mmdebstrap)" >&2
         suites="$release $release-updates"
         case "$release" in unstable | sid) suites=$release ;; esac
