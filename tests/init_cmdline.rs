@@ -562,19 +562,26 @@ esac
 /// command line (bound over /proc/cmdline in a mount namespace of its own), writing
 /// into `out`.
 fn run_generator(shell: &[&str], name: &str, cmdline: &str, out: &Path) -> std::process::Output {
-    let file = out.with_extension("cmdline");
-    std::fs::write(&file, format!("{cmdline}\n")).unwrap();
     std::fs::create_dir_all(out).unwrap();
-    Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg("mount --bind \"$1\" /proc/cmdline && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(&file)
-        .args(shell)
-        .arg(init_dir().join(name))
+    generator_command(shell, name, cmdline, &out.with_extension("cmdline"))
         .arg(out)
         .output()
         .unwrap()
+}
+
+/// The command that runs generator `name` (of profiles/init, or a path) under `shell`
+/// with `cmdline` (written to `file`) bound over /proc/cmdline in a mount namespace of
+/// its own; the caller adds the generator's directories.
+fn generator_command(shell: &[&str], name: &str, cmdline: &str, file: &Path) -> Command {
+    std::fs::write(file, format!("{cmdline}\n")).unwrap();
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" /proc/cmdline && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(file)
+        .args(shell)
+        .arg(init_dir().join(name));
+    c
 }
 
 /// The root device's timeout and deadline, written by composer-timeout-generator on
@@ -797,23 +804,20 @@ fn gate_runs(
     let copy = case.join("composer-generator-gate");
     std::fs::write(&copy, text).unwrap();
     let out = case.join("out");
-    let file = case.join("cmdline");
-    std::fs::write(&file, format!("{cmdline}\n")).unwrap();
     std::fs::create_dir_all(&out).unwrap();
-    let o = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg("mount --bind \"$1\" /proc/cmdline && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(&file)
-        .args(shell)
-        .arg(&copy)
-        .args([out.join("normal"), out.join("early"), out.join("late")])
-        .env_remove("CREDENTIALS_DIRECTORY")
-        .env_remove("ENCRYPTED_CREDENTIALS_DIRECTORY")
-        .env_remove("SYSTEMD_PROC_CMDLINE")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let o = generator_command(
+        shell,
+        copy.to_str().unwrap(),
+        cmdline,
+        &case.join("cmdline"),
+    )
+    .args([out.join("normal"), out.join("early"), out.join("late")])
+    .env_remove("CREDENTIALS_DIRECTORY")
+    .env_remove("ENCRYPTED_CREDENTIALS_DIRECTORY")
+    .env_remove("SYSTEMD_PROC_CMDLINE")
+    .envs(env.iter().copied())
+    .output()
+    .unwrap();
     assert!(
         o.status.success(),
         "{cmdline}: {}",
